@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Internal interface between the parts of the moecache driver: the core
+ * (kmod/main.c: device, pools, map, pins, requests) and the generic
+ * netlink family (kmod/netlink.c).
+ */
+#ifndef _MOECACHE_INTERNAL_H
+#define _MOECACHE_INTERNAL_H
+
+#include <linux/types.h>
+#include <linux/cred.h>
+#include <moecache.h>
+
+struct moecache_pool;
+
+/* A visitor of pools; a non-zero return stops the walk. */
+typedef int (*moecache_pool_fn)(struct moecache_pool *pool, void *arg);
+
+/* What netlink reports of a pool. */
+struct moecache_pool_desc {
+	char name[MOECACHE_NAME_LEN];
+	u32 n_layers;
+	u32 n_experts;
+	u32 expert_begin;
+	u32 expert_end;
+	u32 n_slots;
+	u32 flags;		/* MOECACHE_POOL_* */
+	u64 expert_bytes;
+	u64 host_bytes;
+	u32 uid;
+	u32 gid;
+	u32 mode;
+	u32 n_files;		/* attached files */
+	u32 agent_pid;
+	u32 agent_epoch;
+};
+
+/*
+ * Calls fn for each pool, in creation order, under the pool-list mutex
+ * (fn may sleep, must not create or destroy pools). Stops at the first
+ * non-zero return and returns it. skip pools before index *pos; *pos is
+ * advanced past each pool visited (for netlink dumps).
+ */
+int moecache_visit_pools(moecache_pool_fn fn, void *arg, unsigned long *pos);
+
+/* Looks a pool up by name and calls fn with it, under the pool-list mutex. */
+int moecache_with_pool(const char *name, moecache_pool_fn fn, void *arg);
+
+void moecache_pool_describe(struct moecache_pool *pool,
+			    struct moecache_pool_desc *desc);
+/* layer MOECACHE_NONE for the whole pool; -EINVAL if out of range */
+int moecache_pool_stats(struct moecache_pool *pool, u32 layer,
+			struct moecache_stats *st);
+
+/* May the current task administer the pool (CAP_SYS_ADMIN or owner)? */
+bool moecache_pool_may_admin(struct moecache_pool *pool);
+
+/* The same checks and effects as the ioctls. */
+int moecache_pool_create(const struct moecache_pool_create *req);
+int moecache_pool_destroy(const char *name);
+/* Unmaps every unpinned resident slot; returns how many were freed. */
+int moecache_pool_flush(struct moecache_pool *pool);
+
+/* Events, multicast by netlink. */
+enum moecache_event {
+	MOECACHE_EV_POOL_CREATED = 1,
+	MOECACHE_EV_POOL_DESTROYED,
+	MOECACHE_EV_AGENT_ATTACHED,
+	MOECACHE_EV_AGENT_LOST,
+	MOECACHE_EV_EVICTION,		/* sampled */
+	MOECACHE_EV_MISS_STORM,
+};
+
+/*
+ * Called by the core without any pool lock held (may allocate with
+ * GFP_KERNEL). arg0/arg1 depend on the event: layer/expert for an eviction,
+ * misses in the last interval for a miss storm, the pid for the agent.
+ */
+void moecache_nl_event(enum moecache_event ev, const char *pool_name,
+		       u32 arg0, u32 arg1);
+int moecache_nl_init(void);
+void moecache_nl_exit(void);
+
+#endif /* _MOECACHE_INTERNAL_H */

@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * moecache: machine-wide residency of Mixture-of-Experts experts.
+ *
+ * The ABI of /dev/moecache. Every struct is fixed-width and explicitly
+ * padded; padding and reserved fields must be zero on input. New behaviour
+ * gets a new ioctl or a flags bit, never a changed struct. docs/abi.md
+ * describes each ioctl: its arguments, its errors and who may call it.
+ */
+#ifndef _UAPI_LINUX_MOECACHE_H
+#define _UAPI_LINUX_MOECACHE_H
+
+#include <linux/types.h>
+#include <linux/ioctl.h>
+
+#define MOECACHE_ABI_VERSION	1
+#define MOECACHE_DEVICE		"/dev/moecache"
+#define MOECACHE_NAME_LEN	64
+
+/* A map entry or owner entry that names nothing. */
+#define MOECACHE_NONE		0xffffffffu
+/* owner[slot]: the slot is being filled; the low bits name the target expert. */
+#define MOECACHE_OWNER_FILLING	0x80000000u
+#define MOECACHE_OWNER_IDX_MASK	0x7fffffffu
+
+enum moecache_role {
+	MOECACHE_ROLE_NONE	= 0,
+	MOECACHE_ROLE_CLIENT	= 1,	/* reads the map, pins, requests */
+	MOECACHE_ROLE_AGENT	= 2,	/* the one process that evicts and commits */
+	MOECACHE_ROLE_LOADER	= 3,	/* writes host pages, marks the pool loaded */
+};
+
+enum moecache_backend {
+	MOECACHE_BACKEND_NONE	= 0,
+	MOECACHE_BACKEND_CPU	= 1,	/* bank is a memfd in host memory */
+	MOECACHE_BACKEND_CUDA	= 2,	/* bank is a cuMemCreate POSIX fd handle */
+	MOECACHE_BACKEND_ROCM	= 3,	/* bank is an amdgpu dma-buf */
+};
+
+/* MOECACHE_IOC_GET_INFO: limits of the driver; needs no attachment. */
+struct moecache_info {
+	__u32 abi_version;
+	__u32 flags;
+	__u32 max_pools;
+	__u32 max_layers;
+	__u32 max_experts;
+	__u32 max_slots;
+	__u32 max_batch;		/* most entries in one list argument */
+	__u32 n_pools;
+	__u64 max_host_bytes;		/* limit on all pools' host pages */
+	__u64 host_bytes_used;
+	__u64 max_expert_bytes;
+	__u64 reserved[4];
+};
+
+/* Pool creation. mode is a permission mask as for IPC objects (0640...). */
+struct moecache_pool_create {
+	char name[MOECACHE_NAME_LEN];	/* NUL-terminated, [A-Za-z0-9._-] */
+	__u32 n_layers;
+	__u32 n_experts;		/* experts per layer in the whole model */
+	__u32 expert_begin;		/* this rank's local range [begin, end) */
+	__u32 expert_end;
+	__u64 expert_bytes;		/* a multiple of the page size */
+	__u32 n_slots;			/* bank slots shared by all layers */
+	__u32 uid;
+	__u32 gid;
+	__u32 mode;
+	__u32 flags;			/* none defined: must be 0 */
+	__u32 pad;
+};
+
+/* Destroy, or ask for a pool by name. */
+struct moecache_pool_name {
+	char name[MOECACHE_NAME_LEN];
+	__u32 flags;			/* none defined: must be 0 */
+	__u32 pad;
+};
+
+/*
+ * Regions of an attached fd, at the mmap offsets given here. The map
+ * region is read-only for everybody; the host region is read-write for
+ * the agent and the loader, read-only for clients.
+ */
+struct moecache_offsets {
+	__u64 map_offset;
+	__u64 map_size;
+	__u64 host_offset;
+	__u64 host_size;
+	__u64 reserved[4];
+};
+
+/* MOECACHE_IOC_ATTACH: bind this fd to a pool in one role. */
+struct moecache_attach {
+	char name[MOECACHE_NAME_LEN];
+	__u32 role;			/* enum moecache_role */
+	__u32 flags;			/* none defined: must be 0 */
+	/* out */
+	__u32 n_layers;
+	__u32 n_experts;
+	__u32 expert_begin;
+	__u32 expert_end;
+	__u32 n_slots;
+	__u32 pool_flags;		/* MOECACHE_POOL_* */
+	__u64 expert_bytes;
+	struct moecache_offsets off;
+};
+
+/* pool_flags and moecache_map_header.flags */
+#define MOECACHE_POOL_LOADED		(1u << 0)	/* host pages hold every expert */
+#define MOECACHE_POOL_AGENT		(1u << 1)	/* an agent is attached */
+#define MOECACHE_POOL_BANK		(1u << 2)	/* a bank has been set */
+
+/* acquire flags */
+#define MOECACHE_ACQ_WAIT		(1u << 0)	/* sleep until every expert is pinned */
+#define MOECACHE_ACQ_KEEP_WAITING	(1u << 1)	/* with WAIT: no agent is no error */
+#define MOECACHE_ACQ_NO_QUEUE		(1u << 2)	/* pin hits only, queue nothing */
+#define MOECACHE_ACQ_FLAGS_ALL		0x7u
+
+/*
+ * MOECACHE_IOC_ACQUIRE: one layer, count expert ids (global ids, inside
+ * the pool's local range) -> slots. Resident experts are pinned and get
+ * their slot; the others get MOECACHE_NONE and are queued for the agent.
+ * With WAIT the call returns only when every expert is pinned (0), or
+ * fails having pinned nothing (-ETIMEDOUT, -EPIPE, -EIO, -EINTR).
+ */
+struct moecache_acquire {
+	__u32 layer;
+	__u32 count;
+	__u64 experts;			/* user pointer to __u32[count] */
+	__u64 slots;			/* user pointer to __u32[count], out */
+	__u32 flags;
+	__u32 timeout_ms;		/* with WAIT; 0: no limit */
+	/* out */
+	__u32 n_hits;			/* resident when the call was made */
+	__u32 n_pinned;			/* pinned when it returned */
+	__u64 reserved;
+};
+
+#define MOECACHE_REL_ALL		(1u << 0)	/* drop every pin of this fd */
+
+/* MOECACHE_IOC_RELEASE: drop one pin on each slot listed. */
+struct moecache_release {
+	__u32 count;
+	__u32 flags;
+	__u64 slots;			/* user pointer to __u32[count] */
+};
+
+/* MOECACHE_IOC_PREFETCH: hint experts of one layer that will be needed. */
+struct moecache_prefetch {
+	__u32 layer;
+	__u32 count;
+	__u64 experts;			/* user pointer to __u32[count] */
+	__u32 flags;			/* none defined: must be 0 */
+	__u32 n_queued;			/* out */
+};
+
+/* One request, as read() returns them to the agent. */
+#define MOECACHE_REQ_DEMAND		(1u << 0)	/* somebody waits or missed */
+#define MOECACHE_REQ_PREFETCH		(1u << 1)	/* a hint */
+struct moecache_request {
+	__u32 layer;
+	__u32 expert;			/* global id */
+	__u32 flags;
+	__u32 pad;
+};
+
+/*
+ * MOECACHE_IOC_EVICT (agent): take a slot to fill it with (layer,
+ * expert). A resident victim is unmapped first; -EBUSY if it is pinned.
+ * With layer == MOECACHE_NONE the slot is just made free.
+ */
+struct moecache_evict {
+	__u32 slot;
+	__u32 layer;
+	__u32 expert;
+	__u32 flags;			/* none defined: must be 0 */
+	/* out: what the slot held, or MOECACHE_NONE */
+	__u32 old_layer;
+	__u32 old_expert;
+};
+
+/* One filled slot, in a COMMIT or ABORT batch. */
+struct moecache_fill {
+	__u32 slot;
+	__u32 layer;
+	__u32 expert;
+	__u32 flags;			/* MOECACHE_FILL_PREFETCH */
+};
+#define MOECACHE_FILL_PREFETCH		(1u << 0)
+
+/*
+ * MOECACHE_IOC_COMMIT / MOECACHE_IOC_ABORT (agent): publish (or drop)
+ * filling slots whose copies completed (or failed). All or nothing.
+ */
+struct moecache_fill_batch {
+	__u32 count;
+	__u32 flags;			/* none defined: must be 0 */
+	__u64 fills;			/* user pointer to struct moecache_fill[count] */
+};
+
+/* MOECACHE_IOC_BANK_SET (agent) / MOECACHE_IOC_BANK_GET (attached). */
+struct moecache_bank {
+	__s32 fd;			/* in for SET; out for GET (O_CLOEXEC) */
+	__u32 backend;			/* enum moecache_backend */
+	__u64 bank_bytes;		/* size of the exported object */
+	__u64 slot_stride;		/* bytes from one slot to the next */
+	__u32 device;			/* backend's device ordinal */
+	__u32 flags;			/* none defined: must be 0 */
+	__u8 device_uuid[16];
+	__u64 reserved[2];
+};
+
+/* MOECACHE_IOC_LOAD (loader or agent): bracket writes of host pages. */
+#define MOECACHE_LOAD_BEGIN		1	/* clears LOADED */
+#define MOECACHE_LOAD_DONE		2	/* sets LOADED */
+struct moecache_load {
+	__u32 op;
+	__u32 flags;			/* none defined: must be 0 */
+};
+
+#define MOECACHE_WAIT_BUCKETS		16	/* log2 buckets of microseconds */
+
+/* MOECACHE_IOC_STATS: counters of the pool, or of one layer. */
+struct moecache_stats {
+	__u32 layer;			/* in: a layer, or MOECACHE_NONE for all */
+	__u32 flags;			/* none defined: must be 0 */
+	__u64 hits;
+	__u64 misses;
+	__u64 prefetch_hits;		/* hits on slots filled by a prefetch */
+	__u64 prefetches;		/* prefetch hints queued */
+	__u64 evictions;
+	__u64 commits;
+	__u64 aborts;
+	__u64 bytes_copied;		/* committed fills x expert_bytes */
+	__u64 waits;
+	__u64 wait_ns;
+	__u64 wait_hist[MOECACHE_WAIT_BUCKETS];	/* bucket i: < 2^i us */
+	/* pool-wide state, filled for any layer */
+	__u32 resident;
+	__u32 filling;
+	__u32 pinned_slots;
+	__u32 pins;
+	__u32 queued;
+	__u32 inflight;
+	__u32 n_clients;
+	__u32 agent_pid;		/* 0 when there is none */
+	__u64 reserved[4];
+};
+
+/*
+ * The map region, read-only in every attached process. Arrays start at
+ * the byte offsets in the header. The driver writes under seq: odd while
+ * a change is being made. map[] entries are stored with release order,
+ * after the copy into the slot completed; read them with acquire loads.
+ */
+#define MOECACHE_MAP_MAGIC		0x4d4f4543u	/* "MOEC" */
+struct moecache_map_header {
+	__u32 magic;
+	__u32 version;
+	__u32 seq;
+	__u32 flags;			/* MOECACHE_POOL_* */
+	__u32 n_layers;
+	__u32 n_experts;
+	__u32 expert_begin;
+	__u32 expert_end;
+	__u32 n_slots;
+	__u32 agent_epoch;		/* bumped on each agent attach */
+	__u64 expert_bytes;
+	__u64 clock;			/* logical time of the last acquire */
+	__u64 map_off;			/* __u32[n_layers][local]: slot or NONE */
+	__u64 owner_off;		/* __u32[n_slots]: layer*local+e, FILLING|idx, NONE */
+	__u64 last_use_off;		/* __u64[n_slots]: clock at last pin */
+	__u64 pins_off;			/* __u32[n_slots]: pins held */
+	__u64 access_off;		/* __u32[n_layers][local]: acquires asking for it */
+	__u64 reserved[6];
+};
+
+#define MOECACHE_IOC_MAGIC		0xb7
+
+#define MOECACHE_IOC_GET_INFO	_IOR(MOECACHE_IOC_MAGIC, 0x00, struct moecache_info)
+#define MOECACHE_IOC_NOP	_IO(MOECACHE_IOC_MAGIC, 0x01)
+#define MOECACHE_IOC_POOL_CREATE _IOW(MOECACHE_IOC_MAGIC, 0x02, struct moecache_pool_create)
+#define MOECACHE_IOC_POOL_DESTROY _IOW(MOECACHE_IOC_MAGIC, 0x03, struct moecache_pool_name)
+#define MOECACHE_IOC_ATTACH	_IOWR(MOECACHE_IOC_MAGIC, 0x04, struct moecache_attach)
+#define MOECACHE_IOC_ACQUIRE	_IOWR(MOECACHE_IOC_MAGIC, 0x05, struct moecache_acquire)
+#define MOECACHE_IOC_RELEASE	_IOW(MOECACHE_IOC_MAGIC, 0x06, struct moecache_release)
+#define MOECACHE_IOC_PREFETCH	_IOWR(MOECACHE_IOC_MAGIC, 0x07, struct moecache_prefetch)
+#define MOECACHE_IOC_EVICT	_IOWR(MOECACHE_IOC_MAGIC, 0x08, struct moecache_evict)
+#define MOECACHE_IOC_COMMIT	_IOW(MOECACHE_IOC_MAGIC, 0x09, struct moecache_fill_batch)
+#define MOECACHE_IOC_ABORT	_IOW(MOECACHE_IOC_MAGIC, 0x0a, struct moecache_fill_batch)
+#define MOECACHE_IOC_BANK_SET	_IOW(MOECACHE_IOC_MAGIC, 0x0b, struct moecache_bank)
+#define MOECACHE_IOC_BANK_GET	_IOWR(MOECACHE_IOC_MAGIC, 0x0c, struct moecache_bank)
+#define MOECACHE_IOC_LOAD	_IOW(MOECACHE_IOC_MAGIC, 0x0d, struct moecache_load)
+#define MOECACHE_IOC_STATS	_IOWR(MOECACHE_IOC_MAGIC, 0x0e, struct moecache_stats)
+
+#endif /* _UAPI_LINUX_MOECACHE_H */

@@ -851,9 +851,9 @@ static void agent_detach(struct moecache_pool *pool)
 	map_write_end(pool);
 }
 
-static void client_detach(struct moecache_pool *pool, struct moecache_file *mf)
+static void drop_all_pins(struct moecache_pool *pool, struct moecache_file *mf)
 {
-	u32 slot, idx;
+	u32 slot;
 
 	lockdep_assert_held(&pool->lock);
 	for (slot = 0; slot < pool->n_slots; slot++)
@@ -861,6 +861,14 @@ static void client_detach(struct moecache_pool *pool, struct moecache_file *mf)
 			mf->pins[slot]--;
 			unpin_slot(pool, slot);
 		}
+}
+
+static void client_detach(struct moecache_pool *pool, struct moecache_file *mf)
+{
+	u32 idx;
+
+	lockdep_assert_held(&pool->lock);
+	drop_all_pins(pool, mf);
 	for_each_set_bit(idx, mf->asked, pool->n_idx) {
 		if (WARN_ON_ONCE(!pool->n_askers[idx]))
 			continue;
@@ -1240,8 +1248,42 @@ static bool storm_check(struct moecache_pool *pool, u32 misses)
 	       pool->storm_misses - misses < limit;
 }
 
-static long ioc_acquire(struct moecache_pool *pool, struct moecache_file *mf,
-			void __user *argp)
+/* Drops one pin of mf per listed slot: all of them, or none (-EINVAL). */
+static int release_list(struct moecache_pool *pool, struct moecache_file *mf,
+			const u32 *slots, u32 count)
+{
+	int ret = 0;
+	u32 i, j;
+
+	for (i = 0; i < count; i++)
+		if (slots[i] >= pool->n_slots)
+			return -EINVAL;
+	spin_lock(&pool->lock);
+	for (i = 0; i < count; i++) {
+		if (!mf->pins[slots[i]]) {
+			/* Listed more often than pinned: put back, refuse. */
+			for (j = 0; j < i; j++)
+				mf->pins[slots[j]]++;
+			ret = -EINVAL;
+			break;
+		}
+		mf->pins[slots[i]]--;
+	}
+	if (!ret)
+		for (i = 0; i < count; i++)
+			unpin_slot(pool, slots[i]);
+	spin_unlock(&pool->lock);
+	return ret;
+}
+
+/*
+ * ACQUIRE, after dropping the pins listed in rel (ACQUIRE_RELEASE): the
+ * release is checked with everything else and done before any pin is
+ * taken, and stays done if a WAIT then fails.
+ */
+static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
+		       void __user *argp, const struct moecache_acquire *req,
+		       const u32 *rel, u32 rel_count)
 {
 	struct acquire_ctx ac;
 	bool wake_agent = false, storm = false;
@@ -1249,10 +1291,7 @@ static long ioc_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 	u64 clock;
 	int ret;
 
-	if (copy_from_user(&ac.req, argp, sizeof(ac.req)))
-		return -EFAULT;
-	if (mf->role != MOECACHE_ROLE_CLIENT)
-		return -EPERM;
+	ac.req = *req;
 	if ((ac.req.flags & ~MOECACHE_ACQ_FLAGS_ALL) || ac.req.reserved ||
 	    ((ac.req.flags & MOECACHE_ACQ_KEEP_WAITING) &&
 	     !(ac.req.flags & MOECACHE_ACQ_WAIT)) ||
@@ -1277,6 +1316,11 @@ static long ioc_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 		}
 	}
 	ac.n_pinned = 0;
+	if (rel_count) {
+		ret = release_list(pool, mf, rel, rel_count);
+		if (ret)
+			goto out_free_slots;
+	}
 
 	spin_lock(&pool->lock);
 	ac.fail_snap = pool->fail_counter;
@@ -1334,12 +1378,50 @@ out_free_idx:
 	return ret;
 }
 
+static long ioc_acquire(struct moecache_pool *pool, struct moecache_file *mf,
+			void __user *argp)
+{
+	struct moecache_acquire req;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (mf->role != MOECACHE_ROLE_CLIENT)
+		return -EPERM;
+	return do_acquire(pool, mf, argp, &req, NULL, 0);
+}
+
+static long ioc_acquire_release(struct moecache_pool *pool,
+				struct moecache_file *mf, void __user *argp)
+{
+	struct moecache_acquire_release req;
+	struct id_list rel = { .ids = rel.stack };
+	long ret;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (mf->role != MOECACHE_ROLE_CLIENT)
+		return -EPERM;
+	if (req.flags)
+		return -EINVAL;
+	if (req.release_count) {
+		ret = id_list_copy(&rel, req.release_slots, req.release_count);
+		if (ret)
+			return ret;
+	} else if (req.release_slots) {
+		return -EINVAL;
+	}
+	/* The acquire half is the struct's first member. */
+	ret = do_acquire(pool, mf, argp, &req.acquire, rel.ids,
+			 req.release_count);
+	id_list_free(&rel);
+	return ret;
+}
+
 static long ioc_release(struct moecache_pool *pool, struct moecache_file *mf,
 			void __user *argp)
 {
 	struct moecache_release req;
 	struct id_list slots;
-	u32 i, j;
 	int ret;
 
 	if (copy_from_user(&req, argp, sizeof(req)))
@@ -1352,39 +1434,14 @@ static long ioc_release(struct moecache_pool *pool, struct moecache_file *mf,
 		if (req.count || req.slots)
 			return -EINVAL;
 		spin_lock(&pool->lock);
-		for (i = 0; i < pool->n_slots; i++)
-			while (mf->pins[i]) {
-				mf->pins[i]--;
-				unpin_slot(pool, i);
-			}
+		drop_all_pins(pool, mf);
 		spin_unlock(&pool->lock);
 		return 0;
 	}
 	ret = id_list_copy(&slots, req.slots, req.count);
 	if (ret)
 		return ret;
-	for (i = 0; i < req.count; i++)
-		if (slots.ids[i] >= pool->n_slots) {
-			ret = -EINVAL;
-			goto out_free;
-		}
-
-	spin_lock(&pool->lock);
-	for (i = 0; i < req.count; i++) {
-		if (!mf->pins[slots.ids[i]]) {
-			/* Listed more often than pinned: put back, refuse. */
-			for (j = 0; j < i; j++)
-				mf->pins[slots.ids[j]]++;
-			ret = -EINVAL;
-			break;
-		}
-		mf->pins[slots.ids[i]]--;
-	}
-	if (!ret)
-		for (i = 0; i < req.count; i++)
-			unpin_slot(pool, slots.ids[i]);
-	spin_unlock(&pool->lock);
-out_free:
+	ret = release_list(pool, mf, slots.ids, req.count);
 	id_list_free(&slots);
 	return ret;
 }
@@ -1402,8 +1459,9 @@ static long ioc_prefetch(struct moecache_pool *pool, struct moecache_file *mf,
 		return -EFAULT;
 	if (mf->role != MOECACHE_ROLE_CLIENT)
 		return -EPERM;
-	if (req.flags || req.n_queued)
+	if (req.flags)
 		return -EINVAL;
+	req.n_queued = 0;
 	ret = id_list_copy(&idx, req.experts, req.count);
 	if (ret)
 		return ret;
@@ -1821,6 +1879,7 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 	case MOECACHE_IOC_ATTACH:
 		return ioc_attach(mf, argp);
 	case MOECACHE_IOC_ACQUIRE:
+	case MOECACHE_IOC_ACQUIRE_RELEASE:
 	case MOECACHE_IOC_RELEASE:
 	case MOECACHE_IOC_PREFETCH:
 	case MOECACHE_IOC_EVICT:
@@ -1840,6 +1899,8 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 	switch (cmd) {
 	case MOECACHE_IOC_ACQUIRE:
 		return ioc_acquire(pool, mf, argp);
+	case MOECACHE_IOC_ACQUIRE_RELEASE:
+		return ioc_acquire_release(pool, mf, argp);
 	case MOECACHE_IOC_RELEASE:
 		return ioc_release(pool, mf, argp);
 	case MOECACHE_IOC_PREFETCH:

@@ -136,6 +136,18 @@ struct moecache_acquire {
 	__u64 reserved;
 };
 
+/*
+ * MOECACHE_IOC_ACQUIRE_RELEASE: one decode step of one layer in one call.
+ * Drops one pin on each of release_count slots (the previous step's),
+ * then acquires as MOECACHE_IOC_ACQUIRE.
+ */
+struct moecache_acquire_release {
+	struct moecache_acquire acquire;
+	__u64 release_slots;		/* user pointer to __u32[release_count] */
+	__u32 release_count;		/* may be 0 */
+	__u32 flags;			/* none defined: must be 0 */
+};
+
 #define MOECACHE_REL_ALL		(1u << 0)	/* drop every pin of this fd */
 
 /* MOECACHE_IOC_RELEASE: drop one pin on each slot listed. */
@@ -292,5 +304,7 @@ struct moecache_map_header {
 #define MOECACHE_IOC_BANK_GET	_IOWR(MOECACHE_IOC_MAGIC, 0x0c, struct moecache_bank)
 #define MOECACHE_IOC_LOAD	_IOW(MOECACHE_IOC_MAGIC, 0x0d, struct moecache_load)
 #define MOECACHE_IOC_STATS	_IOWR(MOECACHE_IOC_MAGIC, 0x0e, struct moecache_stats)
+#define MOECACHE_IOC_ACQUIRE_RELEASE \
+	_IOWR(MOECACHE_IOC_MAGIC, 0x0f, struct moecache_acquire_release)
 
 #endif /* _UAPI_LINUX_MOECACHE_H */

@@ -41,6 +41,39 @@ $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CFLAGS_$(firstword $(subst /, ,$*))) -c $< -o $@
 
+# Debian packages the build, the tests and the VM harness need; the fragments
+# add theirs to DEB_PACKAGES.
+DEB_PACKAGES_BASE := build-essential linux-headers-amd64 qemu-system-x86 busybox-static cpio \
+	kmod pkg-config sparse linux-source-6.1 xz-utils libcriterion-dev libjson-c-dev \
+	libnl-genl-3-dev libdrm-dev libhsakmt-dev ca-certificates
+
+.PHONY: deps
+deps:
+	@tools/deps.sh $(sort $(DEB_PACKAGES_BASE) $(DEB_PACKAGES))
+
+# deps first, then a fresh make (pkg-config answers change once the packages
+# are there) that builds, runs the unit tests, the VM tests and the lint.
+.PHONY: check
+check:
+	+@$(MAKE) --no-print-directory deps
+	+@MAKE="$(MAKE)" UNIT_TESTS="$(UNIT_TESTS)" VM_PROGRAMS="$(PROGRAMS) $(VM_TESTS)" \
+		tests/run-check
+
+# W=1 and sparse on the module, checkpatch on kmod/ and uapi/.
+.PHONY: lint
+lint:
+	+@MAKE="$(MAKE)" tools/lint.sh
+
+# An interactive shell in the test VM, with the module loaded.
+.PHONY: vm-shell
+vm-shell: all
+	tools/vm/run
+
+# For tools/vm/run: the programs that must go into the VM besides build/bin.
+.PHONY: print-vm-tests
+print-vm-tests:
+	@echo $(VM_TESTS)
+
 .PHONY: clean
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,109 @@
+# shellcheck shell=bash
+# Helpers shared by the tools/vm scripts: where the cache lives, which kernel
+# the module is built for, and how to fetch that kernel's image.
+
+vm_die()
+{
+	echo "vm: $*" >&2
+	exit 1
+}
+
+# Everything downloaded or extracted lives outside the repository.
+vm_cache_dir()
+{
+	echo "${MOECACHE_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/moecache/vm}"
+}
+
+# The kernel the module is built against: the newest installed Debian amd64
+# headers (what the linux-headers-amd64 metapackage pulled), as kmod/build.mk
+# picks it.
+vm_kernel_version()
+{
+	if [ -n "${MOECACHE_KVER:-}" ]; then
+		echo "$MOECACHE_KVER"
+		return
+	fi
+	local kver
+	kver=$(find /usr/src -maxdepth 1 -name 'linux-headers-*-amd64' -printf '%f\n' 2>/dev/null |
+		sed 's/^linux-headers-//' | sort -V | tail -n1)
+	[ -n "$kver" ] || vm_die "no /usr/src/linux-headers-*-amd64: run 'make deps'"
+	echo "$kver"
+}
+
+# The ELF kernel inside a bzImage (Debian compresses it with xz). qemu boots it
+# through its PVH entry, which skips the decompressor: about 4 s less per boot
+# under TCG. Nothing is written when there is no xz payload.
+vm_extract_vmlinux()
+{
+	local bzimage=$1 vmlinux=$2 offset
+	offset=$(LC_ALL=C grep -abo $'\xfd7zXZ\x00' "$bzimage" | head -n1 | cut -d: -f1)
+	[ -n "$offset" ] || return 0
+	# xz stops at the end of its stream and complains about what follows it.
+	tail -c +$((offset + 1)) "$bzimage" | xz -dc >"$vmlinux.tmp" 2>/dev/null || true
+	if [ "$(head -c 4 "$vmlinux.tmp" | od -An -tx1 | tr -d ' ')" = 7f454c46 ]; then
+		mv "$vmlinux.tmp" "$vmlinux"
+	else
+		rm -f "$vmlinux.tmp"
+	fi
+}
+
+# Prints the path of the kernel to boot for $1 (the ELF vmlinux when it could
+# be extracted, else the bzImage), downloading the matching linux-image
+# package first if needed. /boot is never touched.
+vm_fetch_kernel()
+{
+	local kver=$1 cache dir vmlinuz tmp deb pkg
+	cache=$(vm_cache_dir)
+	dir=$cache/kernel-$kver
+	vmlinuz=$dir/vmlinuz
+	if [ -s "$vmlinuz" ]; then
+		vm_kernel_image "$dir"
+		return
+	fi
+	mkdir -p "$cache"
+	# Several runs may start at once: one downloads, the others wait.
+	exec {lock_fd}>"$cache/.lock"
+	flock "$lock_fd"
+	if [ ! -s "$vmlinuz" ]; then
+		tmp=$(mktemp -d "$cache/fetch.XXXXXX")
+		for pkg in "linux-image-$kver" "linux-image-$kver-unsigned"; do
+			if (cd "$tmp" && apt-get download "$pkg") >&2 2>"$tmp/apt.log"; then
+				break
+			fi
+			# The package lists may be missing or stale on a fresh machine.
+			if [ "$(id -u)" = 0 ] && [ ! -e "$tmp/updated" ]; then
+				apt-get update >&2 && touch "$tmp/updated"
+				(cd "$tmp" && apt-get download "$pkg") >&2 2>"$tmp/apt.log" && break
+			fi
+		done
+		deb=$(find "$tmp" -maxdepth 1 -name 'linux-image-*.deb' | head -n1)
+		if [ -z "$deb" ]; then
+			cat "$tmp/apt.log" >&2
+			rm -rf "$tmp"
+			vm_die "cannot download linux-image-$kver"
+		fi
+		# Only the image and its config are needed, not the modules.
+		mkdir -p "$tmp/x"
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" ./boot
+		[ -s "$tmp/x/boot/vmlinuz-$kver" ] || vm_die "$deb has no boot/vmlinuz-$kver"
+		mkdir -p "$dir.new"
+		mv "$tmp/x/boot/vmlinuz-$kver" "$dir.new/vmlinuz"
+		mv "$tmp/x/boot/config-$kver" "$dir.new/config" 2>/dev/null || true
+		vm_extract_vmlinux "$dir.new/vmlinuz" "$dir.new/vmlinux"
+		basename "$deb" >"$dir.new/package"
+		rm -rf "$dir" "$tmp"
+		mv "$dir.new" "$dir"
+	fi
+	flock -u "$lock_fd"
+	exec {lock_fd}>&-
+	vm_kernel_image "$dir"
+}
+
+vm_kernel_image()
+{
+	if [ -s "$1/vmlinux" ] && [ "${MOECACHE_VM_BZIMAGE:-0}" != 1 ]; then
+		echo "$1/vmlinux"
+	else
+		echo "$1/vmlinuz"
+	fi
+}

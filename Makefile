@@ -32,7 +32,7 @@ EXTRA_ALL  :=
 .PHONY: all
 all: module userspace
 
-include $(sort $(wildcard */build.mk */*/build.mk))
+include $(sort $(wildcard */build.mk */*/build.mk */*/*/build.mk))
 
 .PHONY: userspace
 userspace: $(LIBRARIES) $(PROGRAMS) $(UNIT_TESTS) $(VM_TESTS) $(EXTRA_ALL)

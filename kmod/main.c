@@ -990,6 +990,10 @@ static long ioc_attach(struct moecache_file *mf, void __user *argp)
 		return -EINVAL;
 	}
 
+	/* An unwritable reply fails before the file is attached. */
+	if (copy_to_user(argp, &req, sizeof(req)))
+		return -EFAULT;
+
 	mutex_lock(&moecache_pools_lock);
 	if (mf->pool) {
 		ret = -EALREADY;
@@ -1054,7 +1058,7 @@ static long ioc_attach(struct moecache_file *mf, void __user *argp)
 		wake_up_all(&pool->client_wq);
 		moecache_nl_event(MOECACHE_EV_AGENT_ATTACHED, req.name, pid, 0);
 	}
-	/* The file is attached whether or not the caller sees the reply. */
+	/* Checked writable above; only a racing munmap fails here. */
 	return copy_to_user(argp, &req, sizeof(req)) ? -EFAULT : 0;
 
 out_unlock:
@@ -1316,6 +1320,13 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 		}
 	}
 	ac.n_pinned = 0;
+	/* An unwritable result fails here, before anything changes. */
+	if (copy_to_user(argp, &ac.req, sizeof(ac.req)) ||
+	    clear_user(u64_to_user_ptr(ac.req.slots),
+		       (size_t)ac.req.count * sizeof(u32))) {
+		ret = -EFAULT;
+		goto out_free_slots;
+	}
 	if (rel_count) {
 		ret = release_list(pool, mf, rel, rel_count);
 		if (ret)
@@ -1468,6 +1479,8 @@ static long ioc_prefetch(struct moecache_pool *pool, struct moecache_file *mf,
 	ret = experts_to_idx(pool, req.layer, idx.ids, req.count);
 	if (!ret)
 		ret = experts_unique(pool, idx.ids, req.count);
+	if (!ret && copy_to_user(argp, &req, sizeof(req)))
+		ret = -EFAULT;
 	if (ret)
 		goto out_free;
 
@@ -1521,6 +1534,9 @@ static long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,
 		if (ret)
 			return ret;
 	}
+	/* The victim must not be lost with an unwritable reply. */
+	if (copy_to_user(argp, &req, sizeof(req)))
+		return -EFAULT;
 
 	spin_lock(&pool->lock);
 	own = pool->owner[req.slot];

@@ -56,7 +56,7 @@ vm_fetch_kernel()
 	cache=$(vm_cache_dir)
 	dir=$cache/kernel-$kver
 	vmlinuz=$dir/vmlinuz
-	if [ -s "$vmlinuz" ]; then
+	if [ -s "$vmlinuz" ] && [ -s "$dir/modules/loop.ko" ]; then
 		vm_kernel_image "$dir"
 		return
 	fi
@@ -64,7 +64,7 @@ vm_fetch_kernel()
 	# Several runs may start at once: one downloads, the others wait.
 	exec {lock_fd}>"$cache/.lock"
 	flock "$lock_fd"
-	if [ ! -s "$vmlinuz" ]; then
+	if [ ! -s "$vmlinuz" ] || [ ! -s "$dir/modules/loop.ko" ]; then
 		tmp=$(mktemp -d "$cache/fetch.XXXXXX")
 		for pkg in "linux-image-$kver" "linux-image-$kver-unsigned"; do
 			if (cd "$tmp" && apt-get download "$pkg") >&2 2>"$tmp/apt.log"; then
@@ -82,13 +82,17 @@ vm_fetch_kernel()
 			rm -rf "$tmp"
 			vm_die "cannot download linux-image-$kver"
 		fi
-		# Only the image and its config are needed, not the modules.
+		# The image and its config, and the loop driver (a block device for
+		# the O_DIRECT tests); not the other modules.
 		mkdir -p "$tmp/x"
-		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" ./boot
+		dpkg-deb --fsys-tarfile "$deb" |
+			tar -x -C "$tmp/x" --wildcards './boot/*' '*/drivers/block/loop.ko'
 		[ -s "$tmp/x/boot/vmlinuz-$kver" ] || vm_die "$deb has no boot/vmlinuz-$kver"
 		mkdir -p "$dir.new"
 		mv "$tmp/x/boot/vmlinuz-$kver" "$dir.new/vmlinuz"
 		mv "$tmp/x/boot/config-$kver" "$dir.new/config" 2>/dev/null || true
+		mkdir -p "$dir.new/modules"
+		find "$tmp/x" -name loop.ko -exec mv {} "$dir.new/modules/" \;
 		vm_extract_vmlinux "$dir.new/vmlinuz" "$dir.new/vmlinux"
 		basename "$deb" >"$dir.new/package"
 		rm -rf "$dir" "$tmp"

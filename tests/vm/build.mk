@@ -1,0 +1,11 @@
+# moecache-vmtest: the driver's tests, run inside the test VM (tools/vm/run)
+# against the loaded module. Linked statically: the VM is a busybox initramfs
+# with no shared libraries.
+VMTEST_BIN  := $(TESTOUT)/vm/moecache-vmtest
+VMTEST_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(wildcard tests/vm/*.c))
+
+VM_TESTS += $(VMTEST_BIN)
+
+$(VMTEST_BIN): $(VMTEST_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -static $(LDFLAGS) -o $@ $^

@@ -886,11 +886,13 @@ static int moecache_release(struct inode *inode, struct file *file)
 	struct moecache_file *mf = file->private_data;
 	struct moecache_pool *pool = mf->pool;
 	char ev_name[MOECACHE_NAME_LEN];
+	pid_t lost_pid = 0;
 	bool agent_lost = false;
 
 	if (pool) {
 		spin_lock(&pool->lock);
 		if (mf->role == MOECACHE_ROLE_AGENT) {
+			lost_pid = pool->agent_pid;
 			agent_detach(pool);
 			agent_lost = true;
 		} else if (mf->role == MOECACHE_ROLE_CLIENT) {
@@ -902,7 +904,8 @@ static int moecache_release(struct inode *inode, struct file *file)
 		wake_up_all(&pool->client_wq);
 		if (agent_lost) {
 			strscpy(ev_name, pool->name, sizeof(ev_name));
-			moecache_nl_event(MOECACHE_EV_AGENT_LOST, ev_name, 0, 0);
+			moecache_nl_event(MOECACHE_EV_AGENT_LOST, ev_name,
+					  lost_pid, 0);
 		}
 		kref_put(&pool->ref, pool_release);
 	}
@@ -1235,8 +1238,11 @@ static int acquire_wait(struct moecache_pool *pool, struct moecache_file *mf,
 	return done;
 }
 
-/* Counts misses per second and says when a storm begins. */
-static bool storm_check(struct moecache_pool *pool, u32 misses)
+/*
+ * Counts misses per second; returns the misses counted so far in this
+ * second when they just crossed miss_storm_per_sec, else 0.
+ */
+static u64 storm_check(struct moecache_pool *pool, u32 misses)
 {
 	unsigned int limit = READ_ONCE(miss_storm_per_sec);
 
@@ -1246,10 +1252,11 @@ static bool storm_check(struct moecache_pool *pool, u32 misses)
 		pool->storm_misses = 0;
 	}
 	if (!limit || !misses)
-		return false;
+		return 0;
 	pool->storm_misses += misses;
-	return pool->storm_misses >= limit &&
-	       pool->storm_misses - misses < limit;
+	if (pool->storm_misses >= limit && pool->storm_misses - misses < limit)
+		return pool->storm_misses;
+	return 0;
 }
 
 /* Drops one pin of mf per listed slot: all of them, or none (-EINVAL). */
@@ -1290,8 +1297,9 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 		       const u32 *rel, u32 rel_count)
 {
 	struct acquire_ctx ac;
-	bool wake_agent = false, storm = false;
+	bool wake_agent = false;
 	u32 i, idx, slot, misses = 0;
+	u64 storm;
 	u64 clock;
 	int ret;
 
@@ -1365,7 +1373,7 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 		wake_up_interruptible(&pool->agent_wq);
 	if (storm)
 		moecache_nl_event(MOECACHE_EV_MISS_STORM, pool->name,
-				  miss_storm_per_sec, 0);
+				  min_t(u64, storm, U32_MAX), 0);
 
 	ac.req.n_hits = ac.n_pinned;
 	if (misses && (ac.req.flags & MOECACHE_ACQ_WAIT)) {

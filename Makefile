@@ -27,6 +27,7 @@ PROGRAMS   :=
 LIBRARIES  :=
 UNIT_TESTS :=
 VM_TESTS   :=
+VM_SUITES  :=
 EXTRA_ALL  :=
 
 .PHONY: all
@@ -57,7 +58,7 @@ deps:
 check:
 	+@$(MAKE) --no-print-directory deps
 	+@MAKE="$(MAKE)" UNIT_TESTS="$(UNIT_TESTS)" VM_PROGRAMS="$(PROGRAMS) $(VM_TESTS)" \
-		tests/run-check
+		VM_SUITES="$(VM_SUITES)" tests/run-check
 
 # W=1 and sparse on the module, checkpatch on kmod/ and uapi/.
 .PHONY: lint

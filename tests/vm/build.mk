@@ -5,6 +5,7 @@ VMTEST_BIN  := $(TESTOUT)/vm/moecache-vmtest
 VMTEST_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(wildcard tests/vm/*.c))
 
 VM_TESTS += $(VMTEST_BIN)
+VM_SUITES += moecache-vmtest
 
 $(VMTEST_BIN): $(VMTEST_OBJS)
 	@mkdir -p $(dir $@)

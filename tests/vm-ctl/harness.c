@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: MIT
+/*
+ * moecache-ctltest's runner: one line per test, "ok N - name # description"
+ * or "not ok N - ...", then "ctl: P passed, F failed". Arguments, if any,
+ * are the names of the tests to run.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+void ct_fail_at(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "# %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fflush(stderr);
+	_exit(1);
+}
+
+void ct_pool(const struct ct_ctx *ctx, const char *suffix, char name[MOECACHE_NAME_LEN])
+{
+	snprintf(name, MOECACHE_NAME_LEN, "%s-%s", ctx->prefix, suffix);
+}
+
+const char *ct_file(const struct ct_ctx *ctx, const char *name)
+{
+	static char bufs[4][256];
+	static unsigned int next;
+	char *b = bufs[next++ % 4];
+
+	snprintf(b, sizeof(bufs[0]), "%s/%s", ctx->dir, name);
+	return b;
+}
+
+void ct_nl_open(struct ctl_nl *nl)
+{
+	int ret = ctl_nl_open(nl);
+
+	if (ret)
+		CT_FAIL("netlink: %s (%s)", strerror(-ret),
+			ctl_nl_message(nl) ? ctl_nl_message(nl) : "");
+}
+
+void ct_create(const char *name, const struct ct_geom *g)
+{
+	struct ctl_create c;
+	struct ctl_nl nl;
+	int ret;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.req.name, sizeof(c.req.name), "%s", name);
+	c.req.n_layers = g->n_layers;
+	c.req.n_experts = g->n_experts;
+	c.req.expert_begin = g->expert_begin;
+	c.req.expert_end = g->expert_end ? g->expert_end : g->n_experts;
+	c.req.n_slots = g->n_slots;
+	c.req.expert_bytes = g->expert_bytes;
+	c.req.uid = g->uid;
+	c.req.mode = g->mode ? g->mode : 0600;
+	c.has_range = c.has_uid = c.has_gid = c.has_mode = true;
+	ct_nl_open(&nl);
+	ret = ctl_nl_pool_create(&nl, &c);
+	if (ret)
+		CT_FAIL("creating pool %s: %s (%s)", name, strerror(-ret),
+			ctl_nl_message(&nl) ? ctl_nl_message(&nl) : "");
+	ctl_nl_close(&nl);
+}
+
+uint32_t ct_pool_flags(const char *name)
+{
+	struct ctl_pool p;
+	struct ctl_nl nl;
+
+	ct_nl_open(&nl);
+	CT_OK(ctl_nl_pool_info(&nl, name, &p));
+	ctl_nl_close(&nl);
+	return p.flags;
+}
+
+static void drop_privileges(void)
+{
+	if (setgroups(0, NULL) || setresgid(CT_NOBODY, CT_NOBODY, CT_NOBODY) ||
+	    setresuid(CT_NOBODY, CT_NOBODY, CT_NOBODY))
+		CT_FAIL("cannot become nobody: %s", strerror(errno));
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+}
+
+int ct_as_nobody(int (*fn)(void *arg), void *arg)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		CT_FAIL("fork: %s", strerror(errno));
+	if (pid == 0) {
+		drop_privileges();
+		_exit(fn(arg) & 0xff);
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		CT_FAIL("waitpid: %s", strerror(errno));
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void read_all(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got + 1 < len && (n = read(fd, buf + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+}
+
+void ct_ctl(const struct ct_ctx *ctx, struct ct_out *o, bool unprivileged, const char *arg0, ...)
+{
+	const char *argv[32] = {"moecachectl", arg0};
+	char out_path[96], err_path[96], rundir[96];
+	int n = 2, status, fd_out, fd_err;
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, arg0);
+	while (n < 31 && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	snprintf(out_path, sizeof(out_path), "%s/.stdout", ctx->dir);
+	snprintf(err_path, sizeof(err_path), "%s/.stderr", ctx->dir);
+	snprintf(rundir, sizeof(rundir), "%s/run", ctx->dir);
+	fd_out = open(out_path, O_RDWR | O_CREAT | O_TRUNC, 0666);
+	fd_err = open(err_path, O_RDWR | O_CREAT | O_TRUNC, 0666);
+	if (fd_out < 0 || fd_err < 0)
+		CT_FAIL("output files: %s", strerror(errno));
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		CT_FAIL("fork: %s", strerror(errno));
+	if (pid == 0) {
+		dup2(fd_out, STDOUT_FILENO);
+		dup2(fd_err, STDERR_FILENO);
+		setenv("MOECACHE_RUNDIR", rundir, 1);
+		if (unprivileged)
+			drop_privileges();
+		execvp("moecachectl", (char **)argv);
+		fprintf(stderr, "exec moecachectl: %s\n", strerror(errno));
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		CT_FAIL("waitpid: %s", strerror(errno));
+	o->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	lseek(fd_out, 0, SEEK_SET);
+	lseek(fd_err, 0, SEEK_SET);
+	read_all(fd_out, o->out, sizeof(o->out));
+	read_all(fd_err, o->err, sizeof(o->err));
+	close(fd_out);
+	close(fd_err);
+}
+
+void ct_sleep_ms(unsigned int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+uint64_t ct_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+unsigned int ct_set_param(const char *name, unsigned int value)
+{
+	char path[128], buf[32];
+	unsigned int old;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/moecache/parameters/%s", name);
+	f = fopen(path, "r");
+	if (!f || !fgets(buf, sizeof(buf), f))
+		CT_FAIL("%s: %s", path, strerror(errno));
+	fclose(f);
+	old = (unsigned int)strtoul(buf, NULL, 10);
+	f = fopen(path, "w");
+	if (!f || fprintf(f, "%u\n", value) < 0 || fclose(f))
+		CT_FAIL("writing %s: %s", path, strerror(errno));
+	return old;
+}
+
+/* ---- the runner ---- */
+
+struct cleanup_ctx {
+	const char *prefix;
+	char names[64][MOECACHE_NAME_LEN];
+	unsigned int n;
+};
+
+static int collect_prefixed(const struct ctl_pool *p, void *arg)
+{
+	struct cleanup_ctx *c = arg;
+	size_t len = strlen(c->prefix);
+
+	if (!strncmp(p->name, c->prefix, len) && p->name[len] == '-' && c->n < 64)
+		snprintf(c->names[c->n++], MOECACHE_NAME_LEN, "%s", p->name);
+	return 0;
+}
+
+/* Destroys the pools a test left behind; returns how many it could not. */
+static int cleanup_pools(const char *prefix)
+{
+	struct cleanup_ctx c = {.prefix = prefix};
+	struct ctl_nl nl;
+	unsigned int i;
+	int left = 0;
+
+	if (ctl_nl_open(&nl))
+		return 0;
+	ctl_nl_pool_list(&nl, collect_prefixed, &c);
+	for (i = 0; i < c.n; i++)
+		if (ctl_nl_pool_destroy(&nl, c.names[i])) {
+			fprintf(stderr, "# cannot destroy leftover pool %s\n", c.names[i]);
+			left++;
+		}
+	ctl_nl_close(&nl);
+	return left;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static bool run_one(const struct ct_test *t, unsigned int index)
+{
+	unsigned int timeout = t->timeout_s ? t->timeout_s : CT_DEFAULT_TIMEOUT_S;
+	struct ct_ctx ctx = {.index = index};
+	int status;
+	pid_t pid;
+	bool ok;
+
+	snprintf(ctx.prefix, sizeof(ctx.prefix), "t%02u", index);
+	snprintf(ctx.dir, sizeof(ctx.dir), "/tmp/ctltest.%s", ctx.prefix);
+	nftw(ctx.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	/* readable and writable by nobody too: unprivileged runs write here */
+	if (mkdir(ctx.dir, 0777) || chmod(ctx.dir, 0777)) {
+		fprintf(stderr, "# %s: %s\n", ctx.dir, strerror(errno));
+		return false;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		setpgid(0, 0);
+		alarm(timeout);
+		t->run(&ctx);
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0)
+		return false;
+	/* whatever the test started goes with it */
+	kill(-pid, SIGKILL);
+	ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "# killed by signal %d%s\n", WTERMSIG(status),
+			WTERMSIG(status) == SIGALRM ? " (timed out)" : "");
+	if (cleanup_pools(ctx.prefix))
+		ok = false;
+	nftw(ctx.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	return ok;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int passed = 0, failed = 0, n = 0;
+	size_t i;
+	int a;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (i = 0; i < ct_n_tests; i++) {
+		const struct ct_test *t = &ct_tests[i];
+		bool chosen = argc < 2;
+
+		for (a = 1; a < argc; a++)
+			chosen |= !strcmp(argv[a], t->name);
+		if (!chosen)
+			continue;
+		n++;
+		if (run_one(t, (unsigned int)i)) {
+			printf("ok %u - %s # %s\n", n, t->name, t->description);
+			passed++;
+		} else {
+			printf("not ok %u - %s # %s\n", n, t->name, t->description);
+			failed++;
+		}
+	}
+	printf("ctl: %u passed, %u failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

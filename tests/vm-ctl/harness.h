@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * moecache-ctltest: a small harness. Each test runs in its own forked
+ * process with an alarm; a failed check prints where and why on stderr and
+ * ends that process. Every pool a test makes is named with its prefix
+ * (ct_pool) and destroyed after it, whatever happened.
+ */
+#ifndef MOECACHE_CTLTEST_HARNESS_H
+#define MOECACHE_CTLTEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <moecache.h>
+
+#include "nl.h"
+
+struct ct_ctx {
+	unsigned int index;
+	char prefix[16]; /* "t07" */
+	char dir[64];	 /* a fresh folder in /tmp for the test's files */
+};
+
+struct ct_test {
+	const char *name;
+	const char *description;
+	void (*run)(struct ct_ctx *ctx);
+	unsigned int timeout_s; /* 0: CT_DEFAULT_TIMEOUT_S */
+};
+
+#define CT_DEFAULT_TIMEOUT_S 60
+#define CT_NOBODY 65534
+
+extern const struct ct_test ct_tests[];
+extern const size_t ct_n_tests;
+
+__attribute__((noreturn, format(printf, 3, 4))) void ct_fail_at(const char *file, int line,
+								const char *fmt, ...);
+
+#define CT_FAIL(...) ct_fail_at(__FILE__, __LINE__, __VA_ARGS__)
+#define CT_ASSERT(cond)                                                                            \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			CT_FAIL("assertion failed: %s", #cond);                                    \
+	} while (0)
+#define CT_EQ(got, want)                                                                           \
+	do {                                                                                       \
+		unsigned long long g_ = (unsigned long long)(got),                                 \
+				   w_ = (unsigned long long)(want);                                \
+		if (g_ != w_)                                                                      \
+			CT_FAIL("%s is %llu, expected %s = %llu", #got, g_, #want, w_);            \
+	} while (0)
+/* A call returning 0 or -errno must give want (0 or -errno). */
+#define CT_RET(call, want)                                                                         \
+	do {                                                                                       \
+		int r_ = (call), w_ = (want);                                                      \
+		if (r_ != w_)                                                                      \
+			CT_FAIL("%s returned %d (%s), expected %d (%s)", #call, r_,                \
+				r_ < 0 ? strerror(-r_) : "ok", w_, w_ < 0 ? strerror(-w_) : "ok"); \
+	} while (0)
+#define CT_OK(call) CT_RET(call, 0)
+#define CT_CONTAINS(text, part)                                                                    \
+	do {                                                                                       \
+		if (!strstr((text), (part)))                                                       \
+			CT_FAIL("'%s' not found in: %s", (part), (text));                          \
+	} while (0)
+
+/* "<prefix>-<suffix>" */
+void ct_pool(const struct ct_ctx *ctx, const char *suffix, char name[MOECACHE_NAME_LEN]);
+/* ctx->dir + "/" + name, in a static rotating buffer of 4. */
+const char *ct_file(const struct ct_ctx *ctx, const char *name);
+
+struct ct_geom {
+	uint32_t n_layers;
+	uint32_t n_experts;
+	uint32_t expert_begin;
+	uint32_t expert_end; /* 0: n_experts */
+	uint32_t n_slots;
+	uint64_t expert_bytes;
+	uint32_t uid;
+	uint32_t mode; /* 0: 0600 */
+};
+
+void ct_nl_open(struct ctl_nl *nl);
+/* Creates a pool over netlink (root); the test fails if it cannot. */
+void ct_create(const char *name, const struct ct_geom *g);
+/* Flags of the pool, by netlink. */
+uint32_t ct_pool_flags(const char *name);
+
+/* Output of a moecachectl run. */
+struct ct_out {
+	int status; /* exit status, or 128 + signal */
+	char out[65536];
+	char err[16384];
+};
+
+/*
+ * Runs moecachectl with args (NULL-terminated), MOECACHE_RUNDIR set to
+ * ctx->dir/run; as uid CT_NOBODY if unprivileged.
+ */
+void ct_ctl(const struct ct_ctx *ctx, struct ct_out *o, bool unprivileged, const char *arg0, ...)
+    __attribute__((sentinel));
+
+/*
+ * Runs fn(arg) in a child that became uid/gid CT_NOBODY with no
+ * capabilities; returns what fn returned (0..255), or -1 if it crashed.
+ */
+int ct_as_nobody(int (*fn)(void *arg), void *arg);
+
+void ct_sleep_ms(unsigned int ms);
+uint64_t ct_now_ms(void);
+/* Writes a module parameter; returns its previous value. */
+unsigned int ct_set_param(const char *name, unsigned int value);
+
+#endif /* MOECACHE_CTLTEST_HARNESS_H */

@@ -1700,6 +1700,7 @@ static long ioc_abort(struct moecache_pool *pool, struct moecache_file *mf,
 {
 	struct moecache_fill_batch b;
 	struct moecache_fill *f;
+	bool requeued = false;
 	u32 i, idx;
 	int ret = 0;
 
@@ -1721,6 +1722,15 @@ static long ioc_abort(struct moecache_pool *pool, struct moecache_file *mf,
 		idx = pool_idx(pool, f[i].layer, f[i].expert);
 		if (f[i].slot == MOECACHE_NONE) {
 			pool->n_inflight--;
+			/*
+			 * A declined hint that a client has missed on since
+			 * the agent read it: queue it again as a demand.
+			 */
+			if (pool->req_flags[idx] & MOECACHE_REQ_DEMAND) {
+				request_requeue(pool, idx);
+				requeued = true;
+				continue;
+			}
 		} else {
 			WRITE_ONCE(pool->owner[f[i].slot], MOECACHE_NONE);
 			pool->n_filling--;
@@ -1735,6 +1745,8 @@ static long ioc_abort(struct moecache_pool *pool, struct moecache_file *mf,
 	map_write_end(pool);
 	spin_unlock(&pool->lock);
 	wake_up_all(&pool->client_wq);
+	if (requeued)
+		wake_up_interruptible(&pool->agent_wq);
 	kfree(f);
 	return 0;
 
@@ -1814,7 +1826,22 @@ out_unlock:
 	return ret;
 }
 
-static long ioc_bank_get(struct moecache_pool *pool, void __user *argp)
+/*
+ * A client may only read the bank. A memfd can be opened again read-only;
+ * device banks (CUDA, ROCm) are shared as they are and protected by the
+ * importing driver's access flags.
+ */
+static struct file *bank_reopen_ro(struct file *bank)
+{
+	struct file *ro = dentry_open(&bank->f_path, O_RDONLY | O_LARGEFILE,
+				      current_cred());
+
+	fput(bank);
+	return ro;
+}
+
+static long ioc_bank_get(struct moecache_pool *pool, struct moecache_file *mf,
+			 void __user *argp)
 {
 	struct moecache_bank req;
 	struct file *bank;
@@ -1829,6 +1856,12 @@ static long ioc_bank_get(struct moecache_pool *pool, void __user *argp)
 	spin_unlock(&pool->lock);
 	if (!bank)
 		return -ENODATA;
+	if (mf->role == MOECACHE_ROLE_CLIENT &&
+	    req.backend == MOECACHE_BACKEND_CPU) {
+		bank = bank_reopen_ro(bank);
+		if (IS_ERR(bank))
+			return PTR_ERR(bank);
+	}
 
 	fd = get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
@@ -1938,7 +1971,7 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 	case MOECACHE_IOC_BANK_SET:
 		return ioc_bank_set(pool, mf, argp);
 	case MOECACHE_IOC_BANK_GET:
-		return ioc_bank_get(pool, argp);
+		return ioc_bank_get(pool, mf, argp);
 	case MOECACHE_IOC_LOAD:
 		return ioc_load(pool, mf, argp);
 	default:

@@ -1083,8 +1083,9 @@ static void basic_prefetch_hit_counted(struct vm_ctx *ctx)
 static void basic_bank_set_get(struct vm_ctx *ctx)
 {
 	static const char msg1[] = "written through the agent's memfd";
-	static const char msg2[] = "written through the client's fd";
+	static const char msg2[] = "refused through the client's fd";
 	struct vm_view c, a;
+	void *wr;
 	struct moecache_bank set, got;
 	struct stat st_set, st_got;
 	char buf[64];
@@ -1110,13 +1111,17 @@ static void basic_bank_set_get(struct vm_ctx *ctx)
 	VM_OK(fstat(got.fd, &st_got));
 	VM_EQ(st_got.st_ino, st_set.st_ino);
 	VM_EQ(st_got.st_dev, st_set.st_dev);
+	VM_EQ(fcntl(got.fd, F_GETFL) & O_ACCMODE, O_RDONLY);
 	bank = mmap(NULL, set.bank_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	VM_ASSERT(bank != MAP_FAILED);
 	memcpy(bank + set.slot_stride * 3, msg1, sizeof(msg1));
 	VM_EQ(pread(got.fd, buf, sizeof(msg1), (off_t)set.slot_stride * 3), sizeof(msg1));
 	VM_ASSERT(memcmp(buf, msg1, sizeof(msg1)) == 0);
-	VM_EQ(pwrite(got.fd, msg2, sizeof(msg2), (off_t)set.slot_stride * 5), sizeof(msg2));
-	VM_ASSERT(memcmp(bank + set.slot_stride * 5, msg2, sizeof(msg2)) == 0);
+	/* A client's bank fd is read-only: it can neither write nor map writable. */
+	VM_ERR(pwrite(got.fd, msg2, sizeof(msg2), (off_t)set.slot_stride * 5), EBADF);
+	wr = mmap(NULL, set.bank_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, got.fd, 0);
+	VM_ASSERT_MSG(wr == MAP_FAILED && errno == EACCES, "client mapped the bank writable");
+	VM_ASSERT(memcmp(bank + set.slot_stride * 5, msg2, sizeof(msg2)) != 0);
 	munmap(bank, set.bank_bytes);
 	close(got.fd);
 	close(memfd);
@@ -1405,7 +1410,7 @@ static const struct vm_test basic_tests[] = {
     VM_TEST(basic_prefetch_hit_counted,
 	    "the first acquire of a prefetch-committed slot counts one prefetch hit"),
     VM_TEST(basic_bank_set_get,
-	    "BANK_SET takes a memfd; a client's BANK_GET fd is the same file (O_CLOEXEC)"),
+	    "BANK_SET takes a memfd; a client's BANK_GET fd is the same file, read-only (O_CLOEXEC)"),
     VM_TEST(basic_bank_get_agent_and_loader, "the agent and a loader may BANK_GET too"),
     VM_TEST(basic_bank_replace_clears_residency,
 	    "replacing the bank frees every slot and BANK_GET returns the new one"),

@@ -1,0 +1,13 @@
+# Unit tests of libmoepolicy: each policy on hand-made sequences, profiles,
+# the next-layer predictor.
+POLICY_UNIT_TEST := $(TESTOUT)/unit/policy
+POLICY_UNIT_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(sort $(wildcard tests/unit/policy/*.c)))
+
+UNIT_TESTS   += $(POLICY_UNIT_TEST)
+DEB_PACKAGES += libcriterion-dev libjson-c-dev
+
+$(OBJ)/tests/unit/policy/%.o: CFLAGS += $(CRIT_CFLAGS)
+
+$(POLICY_UNIT_TEST): $(POLICY_UNIT_OBJS) $(LIBOUT)/libmoepolicy.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JSONC_LIBS) -lm

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: MIT
+/* The simulator on generated traces, and the default policy on the shared traces. */
+#include <errno.h>
+#include <limits.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "../../../tools/trace/sim.h"
+
+/* Builds a JSON-lines trace: tokens x layers selections from sel(t, l, out) -> count. */
+static struct moe_trace *gen_trace(uint32_t n_tokens, uint32_t n_layers,
+				   uint32_t (*sel)(uint32_t t, uint32_t l, uint32_t *out))
+{
+	size_t cap = 1 << 20, len = 0;
+	char *text = malloc(cap);
+	struct moe_trace *t;
+	char err[256];
+
+	cr_assert_not_null(text);
+	for (uint32_t i = 0; i < n_tokens; i++) {
+		len += (size_t)snprintf(text + len, cap - len, "{\"tok\": %u, \"layers\": [", i);
+		for (uint32_t l = 0; l < n_layers; l++) {
+			uint32_t ids[16], n = sel(i, l, ids);
+
+			len += (size_t)snprintf(text + len, cap - len, "%s[", l ? ", " : "");
+			for (uint32_t j = 0; j < n; j++)
+				len += (size_t)snprintf(text + len, cap - len, "%s%u",
+							j ? ", " : "", ids[j]);
+			len += (size_t)snprintf(text + len, cap - len, "]");
+		}
+		len += (size_t)snprintf(text + len, cap - len, "]}\n");
+		cr_assert_lt(len, cap - 256);
+	}
+	cr_assert_eq(moe_trace_parse("gen", text, len, &t, err, sizeof(err)), 0, "%s", err);
+	free(text);
+	return t;
+}
+
+static void sim(const struct moe_trace *t, const char *policy, uint32_t slots, bool per_layer,
+		bool prefetch, struct moe_sim_result *r)
+{
+	struct moe_trace_view v;
+	struct moe_sim_config cfg = {
+	    .policy = policy, .n_slots = slots, .per_layer = per_layer, .prefetch = prefetch};
+	int ret;
+
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	ret = moe_sim_run(&v, &cfg, r);
+	cr_assert_eq(ret, 0, "%s: %d", policy ? policy : "default", ret);
+	moe_trace_view_free(&v);
+}
+
+static const uint32_t lru_seq[] = {0, 1, 0, 2, 0, 1};
+static uint32_t sel_lru_seq(uint32_t t, uint32_t l, uint32_t *out)
+{
+	out[0] = lru_seq[t];
+	return 1;
+}
+
+static const uint32_t textbook[] = {7, 0, 1, 2, 0, 3, 0, 4, 2, 3, 0, 3, 2, 1, 2, 0, 1, 7, 0, 1};
+static uint32_t sel_textbook(uint32_t t, uint32_t l, uint32_t *out)
+{
+	out[0] = textbook[t];
+	return 1;
+}
+
+static uint32_t sel_pair(uint32_t t, uint32_t l, uint32_t *out)
+{
+	out[0] = 0;
+	out[1] = 1;
+	return 2;
+}
+
+/* Layer 0 takes two new experts each token; layer 1 always expert 0. */
+static uint32_t sel_churn(uint32_t t, uint32_t l, uint32_t *out)
+{
+	if (l == 1) {
+		out[0] = 0;
+		return 1;
+	}
+	out[0] = (2 * t) % 16;
+	out[1] = (2 * t + 1) % 16;
+	return 2;
+}
+
+/* Layer 1's expert follows from layer 0's: a transition the predictor can learn. */
+static uint32_t sel_chain(uint32_t t, uint32_t l, uint32_t *out)
+{
+	out[0] = (t * 5 + 3) % 8;
+	if (l == 1)
+		out[0] = (out[0] + 3) % 8;
+	return 1;
+}
+
+/* A deterministic pseudo-random top-4 of 16 experts per layer. */
+static uint32_t sel_random(uint32_t t, uint32_t l, uint32_t *out)
+{
+	uint32_t x = t * 2654435761u + l * 40503u + 1, n = 0;
+
+	while (n < 4) {
+		bool dup = false;
+
+		x = x * 1103515245u + 12345u;
+		for (uint32_t j = 0; j < n; j++)
+			dup |= out[j] == (x >> 16) % 16;
+		if (!dup)
+			out[n++] = (x >> 16) % 16;
+	}
+	return n;
+}
+
+Test(sim, basic_lru_counts,
+     .description = "LRU with 2 slots on 0 1 0 2 0 1: 2 hits, 4 misses, 2 evictions")
+{
+	struct moe_trace *t = gen_trace(6, 1, sel_lru_seq);
+	struct moe_sim_result r;
+
+	sim(t, "lru", 2, false, false, &r);
+	cr_assert_eq(r.accesses, 6);
+	cr_assert_eq(r.hits, 2);
+	cr_assert_eq(r.misses, 4);
+	cr_assert_eq(r.evictions, 2);
+	cr_assert_float_eq(r.hit_rate, 2.0 / 6.0, 1e-12);
+	moe_trace_free(t);
+}
+
+Test(sim, basic_belady_textbook,
+     .description = "belady through the simulator on the textbook string with 3 slots: 9 misses")
+{
+	struct moe_trace *t = gen_trace(sizeof(textbook) / sizeof(textbook[0]), 1, sel_textbook);
+	struct moe_sim_result r;
+
+	sim(t, "belady", 3, false, false, &r);
+	cr_assert_eq(r.misses, 9);
+	moe_trace_free(t);
+}
+
+Test(sim, basic_bypass_when_step_exceeds_slots,
+     .description =
+	 "with fewer slots than a step's experts, the rest is not admitted and is counted")
+{
+	struct moe_trace *t = gen_trace(2, 1, sel_pair);
+	struct moe_sim_result r;
+
+	sim(t, "lru", 1, false, false, &r);
+	cr_assert_eq(r.hits, 1);
+	cr_assert_eq(r.misses, 3);
+	cr_assert_eq(r.bypassed, 2);
+	moe_trace_free(t);
+}
+
+Test(sim, basic_per_layer_isolates_layers,
+     .description = "per-layer caches keep one layer's churn from evicting another layer")
+{
+	struct moe_trace *t = gen_trace(20, 2, sel_churn);
+	struct moe_sim_result global, split;
+
+	sim(t, "lru", 2, false, false, &global);
+	sim(t, "lru", 2, true, false, &split);
+	cr_assert_eq(global.hits, 0);
+	cr_assert_eq(split.hits, 19); /* layer 1, every token but the first */
+	moe_trace_free(t);
+}
+
+Test(sim, bad_input_per_layer_too_few_slots,
+     .description = "per-layer needs at least one slot per layer")
+{
+	struct moe_trace *t = gen_trace(2, 3, sel_random);
+	struct moe_trace_view v;
+	struct moe_sim_config cfg = {.policy = "lru", .n_slots = 2, .per_layer = true};
+	struct moe_sim_result r;
+
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_sim_run(&v, &cfg, &r), -EINVAL);
+	moe_trace_view_free(&v);
+	moe_trace_free(t);
+}
+
+Test(sim, bad_input_unknown_policy, .description = "an unknown policy is -ENOENT")
+{
+	struct moe_trace *t = gen_trace(2, 1, sel_pair);
+	struct moe_trace_view v;
+	struct moe_sim_config cfg = {.policy = "nope", .n_slots = 2};
+	struct moe_sim_result r;
+
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_sim_run(&v, &cfg, &r), -ENOENT);
+	moe_trace_view_free(&v);
+	moe_trace_free(t);
+}
+
+Test(sim, basic_slots_for_fraction,
+     .description = "capacity fractions round down to whole slots, at least one")
+{
+	struct moe_trace t = {.n_layers = 16, .n_experts = 64};
+	uint32_t n;
+
+	cr_assert_eq(moe_sim_slots_for(&t, 0.10, &n), 0);
+	cr_assert_eq(n, 102);
+	cr_assert_eq(moe_sim_slots_for(&t, 0.25, &n), 0);
+	cr_assert_eq(n, 256);
+	cr_assert_eq(moe_sim_slots_for(&t, 1e-6, &n), 0);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(moe_sim_slots_for(&t, 0.0, &n), -EINVAL);
+	cr_assert_eq(moe_sim_slots_for(&t, 1.5, &n), -EINVAL);
+}
+
+Test(sim, basic_prefetch_saves_misses,
+     .description = "a learnable layer-to-layer transition lets prefetch turn misses into hits")
+{
+	struct moe_trace *t = gen_trace(64, 2, sel_chain);
+	struct moe_sim_result off, on;
+
+	sim(t, "lru", 2, false, false, &off);
+	sim(t, "lru", 2, false, true, &on);
+	cr_assert_gt(on.prefetch_saved, 0);
+	cr_assert_lt(on.misses, off.misses);
+	cr_assert_eq(on.misses + on.hits, off.misses + off.hits);
+	moe_trace_free(t);
+}
+
+Test(sim, basic_prefetch_respects_current_step,
+     .description = "no policy's prefetch victim is an expert the current step needs (the "
+		    "simulator checks every victim)")
+{
+	struct moe_trace *t = gen_trace(200, 4, sel_random);
+
+	for (const char *const *name = moe_policy_names(); *name; name++) {
+		struct moe_sim_result r;
+
+		/* 8 slots for 4 experts per step: prefetch always competes with the step. */
+		sim(t, *name, 8, false, true, &r);
+		cr_assert_gt(r.prefetch_issued + r.prefetch_refused, 0, "%s", *name);
+	}
+	moe_trace_free(t);
+}
+
+/* ../shared/traces next to the repository: from the cwd (repo root) or from this binary. */
+static bool shared_trace(const char *name, char *out, size_t len)
+{
+	char exe[PATH_MAX];
+	const char *env = getenv("MOECACHE_TRACES");
+	ssize_t n;
+
+	if (env) {
+		snprintf(out, len, "%s/%s", env, name);
+		if (!access(out, R_OK))
+			return true;
+	}
+	snprintf(out, len, "../shared/traces/%s", name);
+	if (!access(out, R_OK))
+		return true;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		/* build/test/unit/trace -> the repository's parent */
+		snprintf(out, len, "%s/../../../../shared/traces/%s", dirname(exe), name);
+		if (!access(out, R_OK))
+			return true;
+	}
+	return false;
+}
+
+static struct moe_trace *load_shared(const char *name)
+{
+	char path[PATH_MAX + 64], err[512];
+	struct moe_trace *t;
+
+	if (!shared_trace(name, path, sizeof(path)))
+		return NULL;
+	cr_assert_eq(moe_trace_load(path, &t, err, sizeof(err)), 0, "%s", err);
+	return t;
+}
+
+static double hit_rate(const struct moe_trace *t, const char *prompt, const char *policy,
+		       double fraction)
+{
+	struct moe_trace_view v;
+	struct moe_sim_config cfg = {.policy = policy};
+	struct moe_sim_result r;
+
+	cr_assert_eq(moe_sim_slots_for(t, fraction, &cfg.n_slots), 0);
+	cr_assert_eq(moe_trace_select(t, prompt, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_sim_run(&v, &cfg, &r), 0);
+	moe_trace_view_free(&v);
+	return r.hit_rate;
+}
+
+static const double capacities[] = {0.10, 0.25, 0.50};
+
+static void check_default_vs_lru(const struct moe_trace *t, const char *prompt)
+{
+	for (unsigned int i = 0; i < 3; i++) {
+		double lru = hit_rate(t, prompt, "lru", capacities[i]);
+		double def = hit_rate(t, prompt, MOE_POLICY_DEFAULT, capacities[i]);
+
+		cr_expect_geq(def, lru, "%s %s at %.0f%%: default %.3f below lru %.3f", t->path,
+			      prompt ? prompt : "(whole)", capacities[i] * 100, def, lru);
+	}
+}
+
+Test(sim, perf_default_at_least_lru_olmoe,
+     .description =
+	 "the default policy hits at least as often as LRU on the OLMoE trace at 10/25/50%")
+{
+	struct moe_trace *t = load_shared("olmoe-1b-7b.decode.jsonl");
+
+	if (!t)
+		cr_skip_test("../shared/traces is absent");
+	check_default_vs_lru(t, NULL);
+	moe_trace_free(t);
+}
+
+Test(sim, perf_default_at_least_lru_granite,
+     .description = "the default policy hits at least as often as LRU on each granite prompt and "
+		    "the whole file at 10/25/50%")
+{
+	struct moe_trace *t = load_shared("granite-3.0-1b-a400m.prefill-decode.json");
+
+	if (!t)
+		cr_skip_test("../shared/traces is absent");
+	for (uint32_t p = 0; p < t->n_prompts; p++)
+		check_default_vs_lru(t, t->prompts[p]);
+	check_default_vs_lru(t, NULL);
+	moe_trace_free(t);
+}
+
+Test(sim, perf_default_closes_half_gap_at_10pct,
+     .description =
+	 "at 10% capacity the default closes at least half of the LRU-to-Belady gap on both traces")
+{
+	const char *names[] = {"olmoe-1b-7b.decode.jsonl",
+			       "granite-3.0-1b-a400m.prefill-decode.json"};
+	unsigned int found = 0;
+
+	for (unsigned int i = 0; i < 2; i++) {
+		struct moe_trace *t = load_shared(names[i]);
+		double lru, bel, def;
+
+		if (!t)
+			continue;
+		found++;
+		lru = hit_rate(t, NULL, "lru", 0.10);
+		bel = hit_rate(t, NULL, "belady", 0.10);
+		def = hit_rate(t, NULL, MOE_POLICY_DEFAULT, 0.10);
+		cr_expect_geq(def - lru, (bel - lru) / 2, "%s: lru %.3f default %.3f belady %.3f",
+			      names[i], lru, def, bel);
+		moe_trace_free(t);
+	}
+	if (!found)
+		cr_skip_test("../shared/traces is absent");
+}
+
+Test(sim, basic_reference_figures_olmoe,
+     .description = "LRU and Belady on the OLMoE trace match the figures its README publishes")
+{
+	/* ../shared/traces/README.md: LRU 0.000/0.568/0.785, Belady 0.533/0.765/0.913. */
+	const double lru_ref[] = {0.000, 0.568, 0.785}, bel_ref[] = {0.533, 0.765, 0.913};
+	struct moe_trace *t = load_shared("olmoe-1b-7b.decode.jsonl");
+
+	if (!t)
+		cr_skip_test("../shared/traces is absent");
+	for (unsigned int i = 0; i < 3; i++) {
+		cr_expect_float_eq(hit_rate(t, NULL, "lru", capacities[i]), lru_ref[i], 0.0005);
+		cr_expect_float_eq(hit_rate(t, NULL, "belady", capacities[i]), bel_ref[i], 0.0005);
+	}
+	moe_trace_free(t);
+}

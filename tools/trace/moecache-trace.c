@@ -1,0 +1,529 @@
+// SPDX-License-Identifier: MIT
+/*
+ * moecache-trace: replay MoE routing traces through libmoepolicy.
+ *
+ *   moecache-trace sim --trace FILE (--capacity F | --slots N) [--policy NAME]
+ *       [--per-layer] [--prompt NAME] [--phase prefill|decode|all]
+ *       [--prefetch] [--profile FILE]
+ *   moecache-trace table --trace FILE [--trace FILE...] [--capacity F,F,...]
+ *       [--per-layer]
+ *   moecache-trace profile --trace FILE --out FILE [--prompt NAME] [--phase P]
+ *   moecache-trace info --trace FILE
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "sim.h"
+#include "trace.h"
+
+#define MAX_TRACES 16
+#define MAX_CAPACITIES 16
+
+struct cli {
+	const char *traces[MAX_TRACES];
+	unsigned int n_traces;
+	double capacities[MAX_CAPACITIES];
+	unsigned int n_capacities;
+	uint32_t slots;
+	const char *policy;
+	const char *prompt;
+	enum moe_trace_phase phase;
+	const char *profile;
+	const char *out;
+	bool per_layer;
+	bool prefetch;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: moecache-trace sim --trace FILE (--capacity FRACTION | --slots N)\n"
+	    "                          [--policy NAME] [--per-layer] [--prompt NAME]\n"
+	    "                          [--phase prefill|decode|all] [--prefetch] [--profile FILE]\n"
+	    "       moecache-trace table --trace FILE [--trace FILE...] [--capacity F,F,...]\n"
+	    "                          [--per-layer]\n"
+	    "       moecache-trace profile --trace FILE --out FILE [--prompt NAME] [--phase P]\n"
+	    "       moecache-trace info --trace FILE\n"
+	    "policies:");
+	for (const char *const *n = moe_policy_names(); *n; n++)
+		fprintf(f, " %s", *n);
+	fprintf(f, " (default is %s)\n", moe_policy_default_name());
+}
+
+static int parse_capacities(struct cli *c, const char *arg)
+{
+	char *copy = strdup(arg), *save = NULL;
+	int err = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *end;
+		double f;
+
+		errno = 0;
+		f = strtod(tok, &end);
+		if (errno || end == tok || *end || !(f > 0.0 && f <= 1.0) ||
+		    c->n_capacities == MAX_CAPACITIES) {
+			fprintf(stderr,
+				"moecache-trace: --capacity: \"%s\" is not a fraction in (0, 1]\n",
+				tok);
+			err = -EINVAL;
+			break;
+		}
+		c->capacities[c->n_capacities++] = f;
+	}
+	free(copy);
+	if (!err && !c->n_capacities) {
+		fprintf(stderr, "moecache-trace: --capacity: empty\n");
+		err = -EINVAL;
+	}
+	return err;
+}
+
+static int parse_args(int argc, char **argv, struct cli *c)
+{
+	static const struct option opts[] = {
+	    {"trace", required_argument, NULL, 't'},   {"capacity", required_argument, NULL, 'c'},
+	    {"slots", required_argument, NULL, 's'},   {"policy", required_argument, NULL, 'p'},
+	    {"per-layer", no_argument, NULL, 'l'},     {"prompt", required_argument, NULL, 'P'},
+	    {"phase", required_argument, NULL, 'h'},   {"prefetch", no_argument, NULL, 'f'},
+	    {"profile", required_argument, NULL, 'r'}, {"out", required_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, '?'},	       {NULL, 0, NULL, 0},
+	};
+	int opt;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		char *end;
+		unsigned long v;
+
+		switch (opt) {
+		case 't':
+			if (c->n_traces == MAX_TRACES) {
+				fprintf(stderr, "moecache-trace: at most %d traces\n", MAX_TRACES);
+				return -EINVAL;
+			}
+			c->traces[c->n_traces++] = optarg;
+			break;
+		case 'c':
+			if (parse_capacities(c, optarg))
+				return -EINVAL;
+			break;
+		case 's':
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || !v || v >= UINT32_MAX ||
+			    optarg[0] == '-') {
+				fprintf(stderr,
+					"moecache-trace: --slots: \"%s\" is not a positive count\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->slots = (uint32_t)v;
+			break;
+		case 'p':
+			c->policy = optarg;
+			break;
+		case 'l':
+			c->per_layer = true;
+			break;
+		case 'P':
+			c->prompt = optarg;
+			break;
+		case 'h':
+			if (moe_trace_phase_parse(optarg, &c->phase)) {
+				fprintf(stderr,
+					"moecache-trace: --phase: prefill, decode or all\n");
+				return -EINVAL;
+			}
+			break;
+		case 'f':
+			c->prefetch = true;
+			break;
+		case 'r':
+			c->profile = optarg;
+			break;
+		case 'o':
+			c->out = optarg;
+			break;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "moecache-trace: unexpected argument \"%s\"\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (!c->n_traces) {
+		fprintf(stderr, "moecache-trace: --trace is required\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int load_trace(const char *path, struct moe_trace **t)
+{
+	char err[512];
+	int ret = moe_trace_load(path, t, err, sizeof(err));
+
+	if (ret)
+		fprintf(stderr, "moecache-trace: %s\n", err[0] ? err : strerror(-ret));
+	return ret;
+}
+
+static int select_tokens(const struct cli *c, const struct moe_trace *t, struct moe_trace_view *v)
+{
+	int ret = moe_trace_select(t, c->prompt, c->phase, v);
+
+	if (ret == -ENOENT) {
+		fprintf(stderr, "moecache-trace: %s: no prompt \"%s\" (prompts:", t->path,
+			c->prompt);
+		for (uint32_t i = 0; i < t->n_prompts; i++)
+			fprintf(stderr, " \"%s\"", t->prompts[i]);
+		fprintf(stderr, ")\n");
+	} else if (ret) {
+		fprintf(stderr, "moecache-trace: %s\n", strerror(-ret));
+	} else if (!v->n) {
+		fprintf(stderr, "moecache-trace: %s: the selection has no tokens\n", t->path);
+		moe_trace_view_free(v);
+		ret = -EINVAL;
+	}
+	return ret;
+}
+
+static int run_sim(const struct moe_trace_view *v, const struct moe_sim_config *cfg,
+		   struct moe_sim_result *r)
+{
+	int ret = moe_sim_run(v, cfg, r);
+
+	if (ret == -ENOENT)
+		fprintf(stderr, "moecache-trace: unknown policy \"%s\"\n", cfg->policy);
+	else if (ret == -EINVAL)
+		fprintf(stderr,
+			"moecache-trace: policy \"%s\" cannot run with these settings "
+			"(slots %u%s)\n",
+			cfg->policy ? cfg->policy : MOE_POLICY_DEFAULT, cfg->n_slots,
+			cfg->per_layer ? ", per layer: at least one slot per layer" : "");
+	else if (ret)
+		fprintf(stderr, "moecache-trace: simulation failed: %s\n", strerror(-ret));
+	return ret;
+}
+
+static void json_add_u64(struct json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_int64((int64_t)v));
+}
+
+static int cmd_sim(const struct cli *c)
+{
+	struct moe_profile profile = {0};
+	struct moe_sim_result r, base;
+	struct moe_trace_view v = {0};
+	struct moe_trace *t = NULL;
+	struct moe_sim_config cfg = {
+	    .policy = c->policy,
+	    .per_layer = c->per_layer,
+	    .prefetch = c->prefetch,
+	};
+	struct json_object *o = NULL;
+	int ret;
+
+	if (c->n_traces != 1 || (!c->slots) == (!c->n_capacities) || c->n_capacities > 1) {
+		fprintf(stderr,
+			"moecache-trace sim: one --trace and one of --capacity or --slots\n");
+		return -EINVAL;
+	}
+	ret = load_trace(c->traces[0], &t);
+	if (ret)
+		return ret;
+	if (c->profile) {
+		ret = moe_profile_load(c->profile, &profile);
+		if (ret) {
+			fprintf(stderr, "moecache-trace: --profile %s: %s\n", c->profile,
+				strerror(-ret));
+			goto out;
+		}
+		cfg.profile = &profile;
+	}
+	ret = select_tokens(c, t, &v);
+	if (ret)
+		goto out;
+	cfg.n_slots = c->slots;
+	if (!cfg.n_slots)
+		moe_sim_slots_for(t, c->capacities[0], &cfg.n_slots);
+	ret = run_sim(&v, &cfg, &r);
+	if (ret)
+		goto out;
+
+	o = json_object_new_object();
+	json_object_object_add(o, "trace", json_object_new_string(t->path));
+	json_object_object_add(o, "prompt", c->prompt ? json_object_new_string(c->prompt) : NULL);
+	json_object_object_add(o, "phase", json_object_new_string(moe_trace_phase_name(c->phase)));
+	json_object_object_add(o, "policy",
+			       json_object_new_string(c->policy ? c->policy : MOE_POLICY_DEFAULT));
+	json_object_object_add(o, "policy_impl", json_object_new_string(r.policy));
+	json_object_object_add(o, "profile",
+			       json_object_new_string(c->profile ? c->profile : "none"));
+	json_object_object_add(o, "per_layer", json_object_new_boolean(c->per_layer));
+	json_add_u64(o, "slots", r.slots);
+	json_object_object_add(
+	    o, "capacity",
+	    json_object_new_double((double)r.slots / ((double)r.n_layers * r.n_experts)));
+	json_add_u64(o, "layers", r.n_layers);
+	json_add_u64(o, "experts", r.n_experts);
+	json_add_u64(o, "tokens", r.tokens);
+	json_add_u64(o, "steps", r.steps);
+	json_add_u64(o, "accesses", r.accesses);
+	json_add_u64(o, "hits", r.hits);
+	json_add_u64(o, "misses", r.misses);
+	json_add_u64(o, "evictions", r.evictions);
+	json_add_u64(o, "bypassed", r.bypassed);
+	json_object_object_add(o, "hit_rate", json_object_new_double(r.hit_rate));
+	if (c->prefetch) {
+		struct json_object *pf = json_object_new_object();
+
+		/* The same run without prefetch, for the net effect. */
+		cfg.prefetch = false;
+		ret = run_sim(&v, &cfg, &base);
+		if (ret) {
+			json_object_put(pf);
+			goto out;
+		}
+		json_add_u64(pf, "issued", r.prefetch_issued);
+		json_add_u64(pf, "refused", r.prefetch_refused);
+		json_add_u64(pf, "used", r.prefetch_saved);
+		json_add_u64(pf, "wasted", r.prefetch_wasted);
+		json_add_u64(pf, "unused_at_end", r.prefetch_unused);
+		json_add_u64(pf, "misses_without_prefetch", base.misses);
+		json_object_object_add(pf, "hit_rate_without_prefetch",
+				       json_object_new_double(base.hit_rate));
+		json_object_object_add(
+		    pf, "demand_misses_saved",
+		    json_object_new_int64((int64_t)base.misses - (int64_t)r.misses));
+		json_add_u64(pf, "copies", r.misses - r.bypassed + r.prefetch_issued);
+		json_add_u64(pf, "copies_without_prefetch", base.misses - base.bypassed);
+		json_object_object_add(o, "prefetch", pf);
+	}
+	printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+							     JSON_C_TO_STRING_NOSLASHESCAPE));
+out:
+	json_object_put(o);
+	moe_trace_view_free(&v);
+	moe_profile_free(&profile);
+	moe_trace_free(t);
+	return ret;
+}
+
+/* The policies the table compares, in column order; belady last as the bound. */
+static const char *const table_policies[] = {
+    "lru", "lfu", "arc", "ema", "static", MOE_POLICY_DEFAULT, "belady",
+};
+
+#define N_TABLE_POLICIES (sizeof(table_policies) / sizeof(table_policies[0]))
+#define TABLE_LRU 0
+#define TABLE_DEFAULT 5
+#define TABLE_BELADY 6
+
+static void table_gap(double hit, double lru, double belady)
+{
+	if (belady - lru > 1e-9)
+		printf(" %.0f%% |", 100.0 * (hit - lru) / (belady - lru));
+	else
+		printf(" - |");
+}
+
+static int table_rows(const struct cli *c, const struct moe_trace *t, const char *label,
+		      const char *prompt)
+{
+	struct moe_trace_view v;
+	int ret = moe_trace_select(t, prompt, MOE_TRACE_ALL, &v);
+
+	if (ret)
+		return ret;
+	for (unsigned int i = 0; i < c->n_capacities; i++) {
+		struct moe_sim_config cfg = {.per_layer = c->per_layer};
+		double hit[N_TABLE_POLICIES];
+		struct moe_sim_result r;
+
+		moe_sim_slots_for(t, c->capacities[i], &cfg.n_slots);
+		printf("| %s | %.0f%% | %u |", label, c->capacities[i] * 100, cfg.n_slots);
+		for (unsigned int j = 0; j < N_TABLE_POLICIES; j++) {
+			cfg.policy = table_policies[j];
+			ret = run_sim(&v, &cfg, &r);
+			if (ret)
+				goto out;
+			hit[j] = r.hit_rate;
+			printf(" %.3f |", r.hit_rate);
+		}
+		/* The default again, with next-layer prefetch (demand hits only are counted). */
+		cfg.policy = MOE_POLICY_DEFAULT;
+		cfg.prefetch = true;
+		ret = run_sim(&v, &cfg, &r);
+		if (ret)
+			goto out;
+		printf(" %.3f |", r.hit_rate);
+		table_gap(hit[TABLE_DEFAULT], hit[TABLE_LRU], hit[TABLE_BELADY]);
+		table_gap(r.hit_rate, hit[TABLE_LRU], hit[TABLE_BELADY]);
+		printf("\n");
+	}
+out:
+	moe_trace_view_free(&v);
+	return ret;
+}
+
+static int cmd_table(struct cli *c)
+{
+	static const double default_capacities[] = {0.10, 0.25, 0.50};
+
+	if (c->slots || c->policy || c->prompt || c->profile || c->prefetch ||
+	    c->phase != MOE_TRACE_ALL) {
+		fprintf(stderr,
+			"moecache-trace table: takes --trace, --capacity and --per-layer only\n");
+		return -EINVAL;
+	}
+	if (!c->n_capacities) {
+		memcpy(c->capacities, default_capacities, sizeof(default_capacities));
+		c->n_capacities = 3;
+	}
+	printf("| trace | capacity | slots |");
+	for (unsigned int j = 0; j < N_TABLE_POLICIES; j++)
+		printf(" %s |", table_policies[j]);
+	printf(" default + prefetch | gap closed: default | gap closed: default + prefetch |\n");
+	printf("|---|---|---|");
+	for (unsigned int j = 0; j < N_TABLE_POLICIES + 3; j++)
+		printf("---|");
+	printf("\n");
+	for (unsigned int i = 0; i < c->n_traces; i++) {
+		struct moe_trace *t;
+		const char *base = strrchr(c->traces[i], '/');
+		int ret;
+
+		base = base ? base + 1 : c->traces[i];
+		ret = load_trace(c->traces[i], &t);
+		if (ret)
+			return ret;
+		/* Several prompts: each alone (prefill then decode), then the whole file. */
+		for (uint32_t p = 0; t->n_prompts > 1 && p < t->n_prompts && !ret; p++) {
+			char label[512];
+
+			snprintf(label, sizeof(label), "%s: %s", base, t->prompts[p]);
+			ret = table_rows(c, t, label, t->prompts[p]);
+		}
+		if (!ret) {
+			char label[512];
+
+			snprintf(label, sizeof(label), "%s%s", base,
+				 t->n_prompts > 1 ? ": whole file" : "");
+			ret = table_rows(c, t, label, NULL);
+		}
+		moe_trace_free(t);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int cmd_profile(const struct cli *c)
+{
+	struct moe_trace *t = NULL;
+	struct moe_trace_view v = {0};
+	struct moe_profile p = {0};
+	int ret;
+
+	if (c->n_traces != 1 || !c->out) {
+		fprintf(stderr, "moecache-trace profile: one --trace and --out\n");
+		return -EINVAL;
+	}
+	ret = load_trace(c->traces[0], &t);
+	if (!ret)
+		ret = select_tokens(c, t, &v);
+	if (!ret)
+		ret = moe_sim_profile_from(&v, &p);
+	if (!ret) {
+		ret = moe_profile_save(c->out, &p);
+		if (ret)
+			fprintf(stderr, "moecache-trace: %s: %s\n", c->out, strerror(-ret));
+	}
+	moe_profile_free(&p);
+	moe_trace_view_free(&v);
+	moe_trace_free(t);
+	return ret;
+}
+
+static int cmd_info(const struct cli *c)
+{
+	struct moe_trace *t;
+	struct json_object *o, *prompts;
+	int ret;
+
+	if (c->n_traces != 1) {
+		fprintf(stderr, "moecache-trace info: one --trace\n");
+		return -EINVAL;
+	}
+	ret = load_trace(c->traces[0], &t);
+	if (ret)
+		return ret;
+	o = json_object_new_object();
+	prompts = json_object_new_array();
+	json_object_object_add(o, "trace", json_object_new_string(t->path));
+	json_object_object_add(o, "model", json_object_new_string(t->model));
+	json_add_u64(o, "layers", t->n_layers);
+	json_add_u64(o, "experts", t->n_experts);
+	json_add_u64(o, "top_k", t->top_k);
+	json_add_u64(o, "tokens", t->n_tokens);
+	for (uint32_t p = 0; p < t->n_prompts; p++) {
+		struct json_object *po = json_object_new_object();
+		uint64_t n[3] = {0};
+
+		for (uint32_t i = 0; i < t->n_tokens; i++)
+			if (t->tokens[i].prompt == p)
+				n[t->tokens[i].phase]++;
+		json_object_object_add(po, "name", json_object_new_string(t->prompts[p]));
+		json_add_u64(po, "prefill", n[MOE_TRACE_PREFILL]);
+		json_add_u64(po, "decode", n[MOE_TRACE_DECODE]);
+		json_object_array_add(prompts, po);
+	}
+	json_object_object_add(o, "prompts", prompts);
+	printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+							     JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+	moe_trace_free(t);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = {.phase = MOE_TRACE_ALL};
+	const char *cmd;
+	int ret;
+
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	cmd = argv[1];
+	if (parse_args(argc - 1, argv + 1, &c))
+		return 2;
+	if (!strcmp(cmd, "sim"))
+		ret = cmd_sim(&c);
+	else if (!strcmp(cmd, "table"))
+		ret = cmd_table(&c);
+	else if (!strcmp(cmd, "profile"))
+		ret = cmd_profile(&c);
+	else if (!strcmp(cmd, "info"))
+		ret = cmd_info(&c);
+	else {
+		fprintf(stderr, "moecache-trace: unknown command \"%s\"\n", cmd);
+		usage(stderr);
+		return 2;
+	}
+	return ret ? 1 : 0;
+}

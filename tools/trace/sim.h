@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Trace-driven simulation of an expert cache, running libmoepolicy's
+ * policies exactly as moecached does.
+ *
+ * A step is one layer of one token. The step's experts are accessed first
+ * (hits counted), then every miss is filled: into a free slot, or over a
+ * victim the policy picks among resident experts the step does not need.
+ * The cache starts empty and those first misses count. With prefetch on,
+ * after each step the predictor guesses the next layer's experts and each
+ * guess that is not resident is filled as a prefetch, which the policy may
+ * refuse and which never evicts the current step's experts.
+ */
+#ifndef MOECACHE_TOOLS_TRACE_SIM_H
+#define MOECACHE_TOOLS_TRACE_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../../agent/policy/policy.h"
+#include "trace.h"
+
+struct moe_sim_config {
+	const char *policy; /* a moe_policy_names() entry; NULL: default */
+	uint32_t n_slots;   /* whole cache */
+	bool per_layer;	    /* one cache per layer, n_slots split evenly */
+	bool prefetch;
+	const struct moe_profile *profile; /* for static; NULL: ranked from the view itself */
+};
+
+struct moe_sim_result {
+	const char *policy; /* the policy's own name (static storage) */
+	uint32_t slots;
+	uint32_t n_layers, n_experts;
+	uint64_t tokens, steps;
+	uint64_t accesses, hits, misses, evictions;
+	uint64_t bypassed; /* misses no slot could take: fewer slots than a step's experts */
+	double hit_rate;   /* hits / accesses */
+	/* prefetch */
+	uint64_t prefetch_issued;  /* copies started on a prediction */
+	uint64_t prefetch_refused; /* predictions the policy would not admit */
+	uint64_t prefetch_saved; /* demand accesses that hit on a prefetched, still unused expert */
+	uint64_t prefetch_wasted; /* prefetched, then evicted before any use */
+	uint64_t prefetch_unused; /* prefetched and never used by the end */
+};
+
+/* floor(fraction * n_layers * n_experts), at least 1; -EINVAL for a fraction outside (0, 1]. */
+int moe_sim_slots_for(const struct moe_trace *t, double fraction, uint32_t *out);
+
+/* Experts of the view ranked by how often it accesses them (for static without a profile). */
+int moe_sim_profile_from(const struct moe_trace_view *v, struct moe_profile *out);
+
+/*
+ * Runs the view through a cache. Returns 0, -ENOENT for an unknown policy,
+ * -EINVAL for a bad config (no slots; per-layer with fewer slots than
+ * layers), -ENOMEM, or -EPROTO if the policy returned a slot it must not.
+ */
+int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg,
+		struct moe_sim_result *out);
+
+#endif /* MOECACHE_TOOLS_TRACE_SIM_H */

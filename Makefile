@@ -22,6 +22,9 @@ CRIT_CFLAGS  := $(shell $(PKG_CONFIG) --cflags criterion 2>/dev/null)
 CRIT_LIBS    := $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null || echo -lcriterion)
 CFLAGS   += $(JSONC_CFLAGS) $(NL_CFLAGS)
 
+# Link inputs with archives last, whatever order prerequisites were added in.
+LINK_INPUTS = $(filter-out %.a,$^) $(filter %.a,$^)
+
 # Filled in by the fragments.
 PROGRAMS   :=
 LIBRARIES  :=

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_impl.h"
+
+struct agent_backend {
+	const struct agent_backend_ops *ops;
+	void *priv;
+};
+
+static const struct agent_backend_ops *const agent_backends[] = {
+    &agent_cpu_backend,
+};
+
+int agent_backend_create(const char *name, const struct agent_backend_config *cfg,
+			 struct agent_backend **out)
+{
+	const struct agent_backend_ops *ops = NULL;
+	struct agent_backend *be;
+	int ret;
+
+	if (!name || !cfg || !out || !cfg->n_slots || !cfg->expert_bytes || !cfg->copy_threads)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(agent_backends) / sizeof(agent_backends[0]); i++)
+		if (!strcmp(agent_backends[i]->name, name))
+			ops = agent_backends[i];
+	if (!ops)
+		return -EOPNOTSUPP;
+	be = calloc(1, sizeof(*be));
+	if (!be)
+		return -ENOMEM;
+	be->ops = ops;
+	ret = ops->create(cfg, &be->priv);
+	if (ret) {
+		free(be);
+		return ret;
+	}
+	*out = be;
+	return 0;
+}
+
+void agent_backend_destroy(struct agent_backend *be)
+{
+	if (!be)
+		return;
+	be->ops->destroy(be->priv);
+	free(be);
+}
+
+uint32_t agent_backend_id(const struct agent_backend *be)
+{
+	return be->ops->id;
+}
+
+int agent_backend_bank_create(struct agent_backend *be, struct moecache_bank *desc)
+{
+	return be->ops->bank_create(be->priv, desc);
+}
+
+int agent_backend_bank_adopt(struct agent_backend *be, const struct moecache_bank *desc)
+{
+	return be->ops->bank_adopt(be->priv, desc);
+}
+
+void *agent_backend_slot(struct agent_backend *be, uint32_t slot)
+{
+	return be->ops->slot(be->priv, slot);
+}
+
+int agent_backend_copy(struct agent_backend *be, const struct agent_copy *c)
+{
+	return be->ops->copy(be->priv, c);
+}
+
+int agent_backend_completion_fd(const struct agent_backend *be)
+{
+	return be->ops->completion_fd(be->priv);
+}
+
+int agent_backend_completions(struct agent_backend *be, struct agent_copy *out, uint32_t max)
+{
+	return be->ops->completions(be->priv, out, max);
+}
+
+uint32_t agent_backend_inflight(const struct agent_backend *be)
+{
+	return be->ops->inflight(be->priv);
+}
+
+void agent_backend_set_delay(struct agent_backend *be, uint32_t copy_delay_us)
+{
+	be->ops->set_delay(be->priv, copy_delay_us);
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Copy engines of moecached. A backend owns the bank (allocates and
+ * exports it, or adopts the one the driver kept across an agent restart)
+ * and copies host pages into slots asynchronously; finished copies are
+ * collected from a file descriptor that becomes readable, so the pool's
+ * epoll loop waits on it beside the agent fd.
+ *
+ * Only "cpu" is built now (bank = memfd, copies = memcpy threads); "cuda"
+ * and "rocm" slot in here with the same calls.
+ */
+#ifndef MOECACHE_AGENT_BACKEND_H
+#define MOECACHE_AGENT_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <moecache.h>
+
+struct agent_copy {
+	uint32_t slot;
+	uint32_t layer;
+	uint32_t expert; /* global id */
+	uint32_t flags;	 /* MOECACHE_FILL_* */
+	const void *src; /* the expert's host record */
+	int status;	 /* on completion: 0 or -errno */
+};
+
+struct agent_backend_config {
+	const char *pool; /* for names and messages */
+	uint32_t n_slots;
+	uint64_t expert_bytes;
+	uint32_t copy_threads;
+	uint32_t copy_delay_us;
+};
+
+struct agent_backend;
+
+/* -EOPNOTSUPP for a backend this build lacks, -EINVAL for a bad config. */
+int agent_backend_create(const char *name, const struct agent_backend_config *cfg,
+			 struct agent_backend **out);
+/* Waits for the copies in flight (their completions are dropped), frees the bank mapping. */
+void agent_backend_destroy(struct agent_backend *be);
+uint32_t agent_backend_id(const struct agent_backend *be);
+
+/* Allocates a new bank; desc (fd still owned by the backend) is ready for BANK_SET. */
+int agent_backend_bank_create(struct agent_backend *be, struct moecache_bank *desc);
+/*
+ * Adopts the bank BANK_GET returned after a restart (takes desc->fd).
+ * -EPROTO if its kind or geometry does not fit this backend.
+ */
+int agent_backend_bank_adopt(struct agent_backend *be, const struct moecache_bank *desc);
+/* Where the bank is mapped in this process (CPU), for checks. */
+void *agent_backend_slot(struct agent_backend *be, uint32_t slot);
+
+/* Queues a copy of expert_bytes from c->src into c->slot. */
+int agent_backend_copy(struct agent_backend *be, const struct agent_copy *c);
+/* Readable while completions wait to be collected. */
+int agent_backend_completion_fd(const struct agent_backend *be);
+/* Collects up to max finished copies; returns how many. */
+int agent_backend_completions(struct agent_backend *be, struct agent_copy *out, uint32_t max);
+uint32_t agent_backend_inflight(const struct agent_backend *be);
+void agent_backend_set_delay(struct agent_backend *be, uint32_t copy_delay_us);
+
+#endif /* MOECACHE_AGENT_BACKEND_H */

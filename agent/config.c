@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: MIT
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "config.h"
+
+static const char agent_usage[] =
+    "usage: moecached [options]\n"
+    "  --pool NAME          serve the pool NAME (repeatable)\n"
+    "  --config FILE        read key=value settings from FILE first\n"
+    "  --backend cpu        copy engine and bank kind\n"
+    "  --policy NAME        replacement policy (default: \"default\")\n"
+    "  --profile FILE       popularity profile: loaded at start, saved on SIGUSR1 and exit\n"
+    "  --copy-threads N     memcpy threads per pool\n"
+    "  --copy-delay-us N    pause in the middle of every copy (testing)\n"
+    "  --retry-ms N         retry period while every slot is pinned\n"
+    "  --tick-ms N          period of the access scan\n"
+    "  --log-level N        3 (errors) .. 7 (debug)\n"
+    "  --device PATH        the device node\n"
+    "  --foreground         do not detach\n";
+
+void agent_config_defaults(struct agent_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	strcpy(c->device, MOECACHE_DEVICE);
+	strcpy(c->backend, "cpu");
+	strcpy(c->policy, "default");
+	c->copy_threads = 2;
+	c->retry_ms = 2;
+	c->tick_ms = 20;
+	c->log_level = LOG_INFO;
+}
+
+static int agent_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int agent_copy_str(char *dst, size_t size, const char *src)
+{
+	if (strlen(src) >= size)
+		return -E2BIG;
+	strcpy(dst, src);
+	return 0;
+}
+
+static int agent_add_pool(struct agent_config *c, const char *name, size_t len)
+{
+	if (len == 0 || len >= MOECACHE_NAME_LEN)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)name[i]) && !strchr("._-", name[i]))
+			return -EINVAL;
+	for (uint32_t i = 0; i < c->n_pools; i++)
+		if (strlen(c->pools[i]) == len && !memcmp(c->pools[i], name, len))
+			return 0;
+	if (c->n_pools == AGENT_MAX_POOLS)
+		return -E2BIG;
+	memcpy(c->pools[c->n_pools], name, len);
+	c->pools[c->n_pools][len] = '\0';
+	c->n_pools++;
+	return 0;
+}
+
+static int agent_add_pools(struct agent_config *c, const char *list)
+{
+	const char *p = list;
+
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		const char *end = p + len;
+		int ret;
+
+		while (len && isspace((unsigned char)*p))
+			p++, len--;
+		while (len && isspace((unsigned char)p[len - 1]))
+			len--;
+		ret = agent_add_pool(c, p, len);
+		if (ret)
+			return ret;
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+static int agent_parse_bool(const char *s, bool *out)
+{
+	if (!strcmp(s, "1") || !strcmp(s, "yes") || !strcmp(s, "true") || !strcmp(s, "on"))
+		*out = true;
+	else if (!strcmp(s, "0") || !strcmp(s, "no") || !strcmp(s, "false") || !strcmp(s, "off"))
+		*out = false;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* Keys compare with '-' and '_' as the same character. */
+static bool agent_key_is(const char *key, const char *name)
+{
+	for (; *key && *name; key++, name++) {
+		char a = *key == '-' ? '_' : *key;
+
+		if (a != *name)
+			return false;
+	}
+	return !*key && !*name;
+}
+
+int agent_config_set(struct agent_config *c, const char *key, const char *value)
+{
+	uint32_t v;
+	int ret;
+
+	if (!c || !key || !value)
+		return -EINVAL;
+	if (agent_key_is(key, "pool"))
+		return agent_add_pools(c, value);
+	if (agent_key_is(key, "device"))
+		return *value ? agent_copy_str(c->device, sizeof(c->device), value) : -EINVAL;
+	if (agent_key_is(key, "backend")) {
+		if (strcmp(value, "cpu") && strcmp(value, "cuda") && strcmp(value, "rocm"))
+			return -EINVAL;
+		return agent_copy_str(c->backend, sizeof(c->backend), value);
+	}
+	if (agent_key_is(key, "policy"))
+		return *value ? agent_copy_str(c->policy, sizeof(c->policy), value) : -EINVAL;
+	if (agent_key_is(key, "profile"))
+		return agent_copy_str(c->profile, sizeof(c->profile), value);
+	if (agent_key_is(key, "foreground"))
+		return agent_parse_bool(value, &c->foreground);
+	if (agent_key_is(key, "copy_threads"))
+		return agent_parse_u32(value, 1, 256, &c->copy_threads);
+	if (agent_key_is(key, "copy_delay_us"))
+		return agent_parse_u32(value, 0, 10000000, &c->copy_delay_us);
+	if (agent_key_is(key, "retry_ms"))
+		return agent_parse_u32(value, 1, 60000, &c->retry_ms);
+	if (agent_key_is(key, "tick_ms"))
+		return agent_parse_u32(value, 1, 60000, &c->tick_ms);
+	if (agent_key_is(key, "log_level")) {
+		ret = agent_parse_u32(value, LOG_EMERG, LOG_DEBUG, &v);
+		if (!ret)
+			c->log_level = (int)v;
+		return ret;
+	}
+	return -ENOENT;
+}
+
+static char *agent_trim(char *s)
+{
+	char *end;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	end = s + strlen(s);
+	while (end > s && isspace((unsigned char)end[-1]))
+		*--end = '\0';
+	return s;
+}
+
+int agent_config_parse(struct agent_config *c, const char *name, const char *text, char *err,
+		       size_t errlen)
+{
+	char *copy, *line, *save = NULL;
+	unsigned int lineno = 0;
+	int ret = 0;
+
+	if (!c || !text)
+		return -EINVAL;
+	copy = strdup(text);
+	if (!copy)
+		return -ENOMEM;
+	/* strtok_r would merge blank lines and miscount them. */
+	for (line = copy; line; line = save) {
+		char *eq, *key, *value;
+
+		save = strchr(line, '\n');
+		if (save)
+			*save++ = '\0';
+		lineno++;
+		*(line + strcspn(line, "#")) = '\0';
+		line = agent_trim(line);
+		if (!*line)
+			continue;
+		eq = strchr(line, '=');
+		if (!eq) {
+			ret = -EINVAL;
+			snprintf(err, errlen, "%s:%u: expected key = value", name, lineno);
+			break;
+		}
+		*eq = '\0';
+		key = agent_trim(line);
+		value = agent_trim(eq + 1);
+		ret = agent_config_set(c, key, value);
+		if (ret) {
+			snprintf(err, errlen, "%s:%u: %s '%s'", name, lineno,
+				 ret == -ENOENT ? "unknown key" : "bad value for", key);
+			break;
+		}
+	}
+	free(copy);
+	return ret;
+}
+
+int agent_config_load(struct agent_config *c, const char *path, char *err, size_t errlen)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f, *mem;
+	char buf[4096];
+	size_t n;
+	int ret;
+
+	f = fopen(path, "re");
+	if (!f) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+		return ret;
+	}
+	mem = open_memstream(&text, &len);
+	if (!mem) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		fwrite(buf, 1, n, mem);
+	ret = ferror(f) ? -EIO : 0;
+	fclose(f);
+	if (fclose(mem) && !ret)
+		ret = -ENOMEM;
+	if (!ret)
+		ret = agent_config_parse(c, path, text, err, errlen);
+	else
+		snprintf(err, errlen, "%s: %s", path, strerror(-ret));
+	free(text);
+	return ret;
+}
+
+enum {
+	OPT_POOL = 'p',
+	OPT_CONFIG = 'c',
+	OPT_BACKEND = 'b',
+	OPT_FOREGROUND = 'f',
+	OPT_HELP = 'h',
+	OPT_POLICY = 256,
+	OPT_PROFILE,
+	OPT_COPY_THREADS,
+	OPT_COPY_DELAY,
+	OPT_RETRY,
+	OPT_TICK,
+	OPT_LOG_LEVEL,
+	OPT_DEVICE,
+};
+
+static const struct option agent_options[] = {
+    {"pool", required_argument, NULL, OPT_POOL},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"profile", required_argument, NULL, OPT_PROFILE},
+    {"copy-threads", required_argument, NULL, OPT_COPY_THREADS},
+    {"copy-delay-us", required_argument, NULL, OPT_COPY_DELAY},
+    {"retry-ms", required_argument, NULL, OPT_RETRY},
+    {"tick-ms", required_argument, NULL, OPT_TICK},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"foreground", no_argument, NULL, OPT_FOREGROUND},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static const char *agent_option_key(int opt)
+{
+	for (const struct option *o = agent_options; o->name; o++)
+		if (o->val == opt)
+			return o->name;
+	return NULL;
+}
+
+int agent_config_from_args(struct agent_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+	bool pools_from_flags = false;
+	int opt, ret;
+
+	agent_config_defaults(c);
+	/* Pass 1: the config file, so that flags override it whatever their order. */
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "p:c:b:fh", agent_options, NULL)) != -1) {
+		if (opt == OPT_HELP) {
+			snprintf(err, errlen, "%s", agent_usage);
+			return 1;
+		}
+		if (opt == '?' || opt == ':') {
+			snprintf(err, errlen, "bad option '%s'\n%s", argv[optind - 1], agent_usage);
+			return -EINVAL;
+		}
+		if (opt != OPT_CONFIG)
+			continue;
+		ret = agent_copy_str(c->config_path, sizeof(c->config_path), optarg);
+		if (!ret)
+			ret = agent_config_load(c, optarg, err, errlen);
+		if (ret)
+			return ret;
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected argument '%s'\n%s", argv[optind], agent_usage);
+		return -EINVAL;
+	}
+	/* Pass 2: the flags. */
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "p:c:b:fh", agent_options, NULL)) != -1) {
+		if (opt == OPT_CONFIG)
+			continue;
+		if (opt == OPT_FOREGROUND) {
+			c->foreground = true;
+			continue;
+		}
+		if (opt == OPT_POOL && !pools_from_flags) {
+			pools_from_flags = true;
+			c->n_pools = 0;
+		}
+		ret = agent_config_set(c, agent_option_key(opt), optarg);
+		if (ret) {
+			snprintf(err, errlen, "bad value '%s' for --%s", optarg,
+				 agent_option_key(opt));
+			return ret;
+		}
+	}
+	if (c->n_pools == 0) {
+		snprintf(err, errlen, "no pool to serve: give --pool NAME or pool = NAME\n%s",
+			 agent_usage);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int agent_config_profile_path(const struct agent_config *c, const char *pool, char *out,
+			      size_t outlen)
+{
+	const char *mark = strstr(c->profile, "{pool}");
+	int n;
+
+	if (!c->profile[0])
+		n = snprintf(out, outlen, "%s", "");
+	else if (mark)
+		n = snprintf(out, outlen, "%.*s%s%s", (int)(mark - c->profile), c->profile, pool,
+			     mark + strlen("{pool}"));
+	else if (c->n_pools > 1)
+		n = snprintf(out, outlen, "%s.%s", c->profile, pool);
+	else
+		n = snprintf(out, outlen, "%s", c->profile);
+	return n < 0 || (size_t)n >= outlen ? -E2BIG : 0;
+}

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CPU backend: the bank is a memfd in host memory, copies are done by
+ * a pool of memcpy threads so that several are in flight at once.
+ * Finished copies are queued and signalled on an eventfd.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend_impl.h"
+
+/* A growable FIFO of copies. */
+struct cpu_copy_queue {
+	struct agent_copy *items;
+	uint32_t head, len, cap;
+};
+
+struct cpu_backend {
+	struct agent_backend_config cfg;
+	char name[MOECACHE_NAME_LEN + 16];
+	int memfd;
+	void *bank;
+	uint64_t bank_bytes;
+	uint64_t slot_stride;
+	uint32_t copy_delay_us; /* read by workers, under lock */
+
+	pthread_mutex_t lock;
+	pthread_cond_t work;
+	struct cpu_copy_queue demand;	/* copies a client waits for: first */
+	struct cpu_copy_queue prefetch; /* predictions and warm-up: when idle */
+	struct cpu_copy_queue done;
+	uint32_t inflight; /* queued + copying + done but not collected */
+	bool stopping;
+	int done_fd; /* eventfd: done is not empty */
+	pthread_t *threads;
+	uint32_t n_threads;
+};
+
+/* Makes room for want entries in all. */
+static int cpu_queue_reserve(struct cpu_copy_queue *q, uint32_t want)
+{
+	if (want > q->cap) {
+		uint32_t cap = q->cap ? q->cap : 64;
+		struct agent_copy *items;
+
+		while (cap < want)
+			cap *= 2;
+		items = malloc(cap * sizeof(*items));
+
+		if (!items)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < q->len; i++)
+			items[i] = q->items[(q->head + i) % q->cap];
+		free(q->items);
+		q->items = items;
+		q->head = 0;
+		q->cap = cap;
+	}
+	return 0;
+}
+
+static int cpu_queue_push(struct cpu_copy_queue *q, const struct agent_copy *c)
+{
+	int ret = cpu_queue_reserve(q, q->len + 1);
+
+	if (ret)
+		return ret;
+	q->items[(q->head + q->len) % q->cap] = *c;
+	q->len++;
+	return 0;
+}
+
+static bool cpu_queue_pop(struct cpu_copy_queue *q, struct agent_copy *out)
+{
+	if (!q->len)
+		return false;
+	*out = q->items[q->head];
+	q->head = (q->head + 1) % q->cap;
+	q->len--;
+	return true;
+}
+
+static void cpu_signal_done(struct cpu_backend *cb)
+{
+	uint64_t one = 1;
+	ssize_t n = write(cb->done_fd, &one, sizeof(one));
+
+	(void)n; /* fails only if the counter would overflow: readable then anyway */
+}
+
+static void cpu_sleep_us(uint32_t us)
+{
+	struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static void cpu_do_copy(struct cpu_backend *cb, struct agent_copy *c, uint32_t delay_us)
+{
+	char *dst = (char *)cb->bank + (uint64_t)c->slot * cb->slot_stride;
+	uint64_t half = cb->cfg.expert_bytes / 2;
+
+	/* With a delay, the slot stays half-written for a while: tests use it to
+	 * check that nobody can see a slot before its commit. */
+	memcpy(dst, c->src, half);
+	if (delay_us)
+		cpu_sleep_us(delay_us);
+	memcpy(dst + half, (const char *)c->src + half, cb->cfg.expert_bytes - half);
+	c->status = 0;
+}
+
+static void *cpu_worker(void *arg)
+{
+	struct cpu_backend *cb = arg;
+	struct agent_copy c;
+
+	pthread_mutex_lock(&cb->lock);
+	for (;;) {
+		uint32_t delay;
+
+		while (!cpu_queue_pop(&cb->demand, &c) && !cpu_queue_pop(&cb->prefetch, &c)) {
+			if (cb->stopping) {
+				pthread_mutex_unlock(&cb->lock);
+				return NULL;
+			}
+			pthread_cond_wait(&cb->work, &cb->lock);
+		}
+		delay = cb->copy_delay_us;
+		pthread_mutex_unlock(&cb->lock);
+
+		cpu_do_copy(cb, &c, delay);
+
+		pthread_mutex_lock(&cb->lock);
+		/* Cannot fail: cpu_copy reserved room for every copy in flight. */
+		cpu_queue_push(&cb->done, &c);
+		cpu_signal_done(cb);
+	}
+}
+
+static void cpu_destroy(void *priv)
+{
+	struct cpu_backend *cb = priv;
+
+	if (!cb)
+		return;
+	pthread_mutex_lock(&cb->lock);
+	cb->stopping = true;
+	pthread_cond_broadcast(&cb->work);
+	pthread_mutex_unlock(&cb->lock);
+	for (uint32_t i = 0; i < cb->n_threads; i++)
+		pthread_join(cb->threads[i], NULL);
+	free(cb->threads);
+	free(cb->demand.items);
+	free(cb->prefetch.items);
+	free(cb->done.items);
+	if (cb->bank)
+		munmap(cb->bank, cb->bank_bytes);
+	if (cb->memfd >= 0)
+		close(cb->memfd);
+	if (cb->done_fd >= 0)
+		close(cb->done_fd);
+	pthread_cond_destroy(&cb->work);
+	pthread_mutex_destroy(&cb->lock);
+	free(cb);
+}
+
+static int cpu_create(const struct agent_backend_config *cfg, void **priv)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct cpu_backend *cb;
+	int ret;
+
+	cb = calloc(1, sizeof(*cb));
+	if (!cb)
+		return -ENOMEM;
+	cb->cfg = *cfg;
+	cb->memfd = -1;
+	cb->copy_delay_us = cfg->copy_delay_us;
+	cb->slot_stride = (cfg->expert_bytes + page - 1) / page * page;
+	snprintf(cb->name, sizeof(cb->name), "moecache-bank:%s", cfg->pool ? cfg->pool : "");
+	cb->bank_bytes = cb->slot_stride * cfg->n_slots;
+	pthread_mutex_init(&cb->lock, NULL);
+	pthread_cond_init(&cb->work, NULL);
+	cb->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (cb->done_fd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	cb->threads = calloc(cfg->copy_threads, sizeof(*cb->threads));
+	if (!cb->threads) {
+		ret = -ENOMEM;
+		goto err;
+	}
+	for (uint32_t i = 0; i < cfg->copy_threads; i++) {
+		ret = -pthread_create(&cb->threads[i], NULL, cpu_worker, cb);
+		if (ret)
+			goto err;
+		cb->n_threads++;
+	}
+	*priv = cb;
+	return 0;
+err:
+	cpu_destroy(cb);
+	return ret;
+}
+
+static int cpu_map_bank(struct cpu_backend *cb)
+{
+	void *p = mmap(NULL, cb->bank_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, cb->memfd, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	cb->bank = p;
+	return 0;
+}
+
+static int cpu_bank_create(void *priv, struct moecache_bank *desc)
+{
+	struct cpu_backend *cb = priv;
+	int ret;
+
+	if (cb->memfd >= 0)
+		return -EALREADY;
+	cb->memfd = memfd_create(cb->name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (cb->memfd < 0)
+		return -errno;
+	if (ftruncate(cb->memfd, (off_t)cb->bank_bytes) < 0) {
+		ret = -errno;
+		goto err;
+	}
+	/* Clients get this file too: none of them may resize it under the others. */
+	if (fcntl(cb->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		ret = -errno;
+		goto err;
+	}
+	ret = cpu_map_bank(cb);
+	if (ret)
+		goto err;
+	memset(desc, 0, sizeof(*desc));
+	desc->fd = cb->memfd;
+	desc->backend = MOECACHE_BACKEND_CPU;
+	desc->bank_bytes = cb->bank_bytes;
+	desc->slot_stride = cb->slot_stride;
+	return 0;
+err:
+	close(cb->memfd);
+	cb->memfd = -1;
+	return ret;
+}
+
+static int cpu_bank_adopt(void *priv, const struct moecache_bank *desc)
+{
+	struct cpu_backend *cb = priv;
+	int ret;
+
+	if (cb->memfd >= 0)
+		return -EALREADY;
+	if (desc->backend != MOECACHE_BACKEND_CPU || desc->slot_stride < cb->cfg.expert_bytes ||
+	    cb->cfg.n_slots > desc->bank_bytes / desc->slot_stride)
+		return -EPROTO;
+	cb->memfd = desc->fd;
+	cb->slot_stride = desc->slot_stride;
+	cb->bank_bytes = desc->bank_bytes;
+	ret = cpu_map_bank(cb);
+	if (ret) {
+		close(cb->memfd);
+		cb->memfd = -1;
+	}
+	return ret;
+}
+
+static void *cpu_slot(void *priv, uint32_t slot)
+{
+	struct cpu_backend *cb = priv;
+
+	if (!cb->bank || slot >= cb->cfg.n_slots)
+		return NULL;
+	return (char *)cb->bank + (uint64_t)slot * cb->slot_stride;
+}
+
+static int cpu_copy(void *priv, const struct agent_copy *c)
+{
+	struct cpu_backend *cb = priv;
+	int ret;
+
+	if (!cb->bank || c->slot >= cb->cfg.n_slots || !c->src)
+		return -EINVAL;
+	pthread_mutex_lock(&cb->lock);
+	ret = cpu_queue_reserve(&cb->done, cb->inflight + 1);
+	if (!ret)
+		ret = cpu_queue_push(
+		    c->flags & MOECACHE_FILL_PREFETCH ? &cb->prefetch : &cb->demand, c);
+	if (!ret) {
+		cb->inflight++;
+		pthread_cond_signal(&cb->work);
+	}
+	pthread_mutex_unlock(&cb->lock);
+	return ret;
+}
+
+static int cpu_completion_fd(const void *priv)
+{
+	const struct cpu_backend *cb = priv;
+
+	return cb->done_fd;
+}
+
+static int cpu_completions(void *priv, struct agent_copy *out, uint32_t max)
+{
+	struct cpu_backend *cb = priv;
+	uint64_t count;
+	uint32_t n = 0;
+
+	/* Clear the eventfd first: a copy finishing after it re-arms it. */
+	if (read(cb->done_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		return -errno;
+	pthread_mutex_lock(&cb->lock);
+	while (n < max && cpu_queue_pop(&cb->done, &out[n]))
+		n++;
+	cb->inflight -= n;
+	if (cb->done.len) /* more than max were waiting: stay readable */
+		cpu_signal_done(cb);
+	pthread_mutex_unlock(&cb->lock);
+	return (int)n;
+}
+
+static uint32_t cpu_inflight(const void *priv)
+{
+	struct cpu_backend *cb = (struct cpu_backend *)priv;
+	uint32_t n;
+
+	pthread_mutex_lock(&cb->lock);
+	n = cb->inflight;
+	pthread_mutex_unlock(&cb->lock);
+	return n;
+}
+
+static void cpu_set_delay(void *priv, uint32_t copy_delay_us)
+{
+	struct cpu_backend *cb = priv;
+
+	pthread_mutex_lock(&cb->lock);
+	cb->copy_delay_us = copy_delay_us;
+	pthread_mutex_unlock(&cb->lock);
+}
+
+const struct agent_backend_ops agent_cpu_backend = {
+    .name = "cpu",
+    .id = MOECACHE_BACKEND_CPU,
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .bank_create = cpu_bank_create,
+    .bank_adopt = cpu_bank_adopt,
+    .slot = cpu_slot,
+    .copy = cpu_copy,
+    .completion_fd = cpu_completion_fd,
+    .completions = cpu_completions,
+    .inflight = cpu_inflight,
+    .set_delay = cpu_set_delay,
+};

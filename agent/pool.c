@@ -1,0 +1,952 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Serving one pool: read requests, choose slots, evict, copy, commit.
+ *
+ * A request the driver hands over stays "in flight" (owned by this agent)
+ * until it is filled or aborted: the driver will not queue that expert
+ * again. So no request is ever dropped here: a demand request waits (and
+ * is retried on the timer) while every slot is pinned or filling, and a
+ * prefetch the policy declines is parked until a slot frees up, or
+ * promoted to a demand when the expert's access[] counter shows that a
+ * client asked for it meanwhile.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "libmoecache.h"
+#include "policy/policy.h"
+#include "pool.h"
+#include "slots.h"
+
+#define POOL_READ_BATCH 256
+#define POOL_COMPLETION_BATCH 256
+#define POOL_EVICT_ATTEMPTS 16
+/* Warm-up proceeds while fewer prefetch copies are in flight, so that a
+ * client waiting on one of them never queues behind many. */
+#define POOL_WARM_INFLIGHT 8
+
+enum pool_req_state {
+	REQ_NONE = 0,
+	REQ_DEMAND,
+	REQ_PREFETCH,
+	REQ_PARKED,
+};
+
+enum pool_serve_result {
+	SERVE_DONE,    /* resident or being filled already */
+	SERVE_STARTED, /* a copy is under way */
+	SERVE_WAIT,    /* no slot may be taken now */
+};
+
+/* A growable FIFO of local expert indices. */
+struct idx_fifo {
+	uint32_t *items;
+	uint32_t head, len, cap;
+};
+
+struct agent_pool {
+	const struct agent_config *cfg;
+	struct agent_log *log;
+	char name[MOECACHE_NAME_LEN];
+	int exit_fd;
+	pthread_t thread;
+	int done;   /* atomic: the thread has ended */
+	int status; /* the thread's exit status */
+
+	uint32_t cmd;		/* atomic AGENT_CMD_* bits */
+	uint32_t copy_delay_us; /* atomic: the new delay for AGENT_CMD_RELOAD */
+	int ctl_fd;		/* eventfd: cmd changed */
+
+	struct moecache *mc;
+	const struct moecache_pool_info *info;
+	const struct moecache_map *map;
+	const char *host;
+	uint32_t max_batch;
+	uint32_t n_idx;
+	struct agent_backend *be;
+	struct moe_policy *policy;
+	struct moe_profile profile;
+	char profile_path[PATH_MAX];
+	struct agent_slots slots;
+
+	uint8_t *req_state;	  /* [n_idx] enum pool_req_state */
+	uint32_t *park_access;	  /* [n_idx]: access[] as of before the request was read */
+	struct idx_fifo demand;	  /* demand requests, oldest first */
+	struct idx_fifo prefetch; /* prefetch requests, oldest first */
+	struct idx_fifo parked;	  /* declined prefetches */
+
+	struct moecache_fill *fills; /* [max_batch] scratch for commit and abort */
+	struct agent_copy *done_copies;
+
+	int epfd;
+	int timer_fd;
+	uint32_t timer_ms;
+	uint64_t last_tick_ns;
+	bool stopping;
+	bool starved;
+	bool warned_starved;
+	bool warned_unloaded;
+	uint32_t *warm_list; /* local indices to warm, hottest first */
+	uint32_t warm_len, warm_next;
+	uint32_t prefetch_inflight; /* copies flagged MOECACHE_FILL_PREFETCH */
+	bool warm_ready;
+	uint32_t n_clients;
+
+	uint64_t n_requests, n_fills, n_evictions, n_aborts, n_parked, n_promoted;
+};
+
+static int fifo_push(struct idx_fifo *q, uint32_t idx)
+{
+	if (q->len == q->cap) {
+		uint32_t cap = q->cap ? q->cap * 2 : 64;
+		uint32_t *items = malloc(cap * sizeof(*items));
+
+		if (!items)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < q->len; i++)
+			items[i] = q->items[(q->head + i) % q->cap];
+		free(q->items);
+		q->items = items;
+		q->head = 0;
+		q->cap = cap;
+	}
+	q->items[(q->head + q->len) % q->cap] = idx;
+	q->len++;
+	return 0;
+}
+
+static bool fifo_peek(const struct idx_fifo *q, uint32_t *idx)
+{
+	if (!q->len)
+		return false;
+	*idx = q->items[q->head];
+	return true;
+}
+
+static void fifo_pop(struct idx_fifo *q)
+{
+	if (!q->len)
+		return;
+	q->head = (q->head + 1) % q->cap;
+	q->len--;
+}
+
+static void pool_idx_ids(const struct agent_pool *p, uint32_t idx, uint32_t *layer,
+			 uint32_t *expert)
+{
+	*layer = idx / p->info->n_local;
+	*expert = p->info->expert_begin + idx % p->info->n_local;
+}
+
+/* ---- profile ---- */
+
+static void pool_load_profile(struct agent_pool *p)
+{
+	int ret;
+
+	ret = agent_config_profile_path(p->cfg, p->name, p->profile_path, sizeof(p->profile_path));
+	if (ret || !p->profile_path[0]) {
+		p->profile_path[0] = '\0';
+		return;
+	}
+	ret = moe_profile_load(p->profile_path, &p->profile);
+	if (ret == -ENOENT)
+		agent_info(p->log, p->name, "no profile at %s yet", p->profile_path);
+	else if (ret)
+		agent_warn(p->log, p->name, "profile %s not used: %s", p->profile_path,
+			   strerror(-ret));
+	else
+		agent_info(p->log, p->name, "profile %s: %u experts ranked", p->profile_path,
+			   p->profile.n);
+}
+
+static void pool_save_profile(struct agent_pool *p)
+{
+	struct moe_profile ranking = {0};
+	int ret;
+
+	if (!p->profile_path[0] || !p->policy)
+		return;
+	agent_slots_scan_access(&p->slots, moecache_map_clock(p->map));
+	ret = moe_policy_ranking(p->policy, &ranking);
+	if (!ret && ranking.n == 0) {
+		/* Nothing was accessed: keep the profile we started with. */
+		moe_profile_free(&ranking);
+		return;
+	}
+	if (!ret)
+		ret = moe_profile_save(p->profile_path, &ranking);
+	if (ret)
+		agent_err(p->log, p->name, "saving profile %s: %s", p->profile_path,
+			  strerror(-ret));
+	else
+		agent_info(p->log, p->name, "profile saved to %s (%u experts)", p->profile_path,
+			   ranking.n);
+	moe_profile_free(&ranking);
+}
+
+/* ---- fills ---- */
+
+static int pool_start_copy(struct agent_pool *p, uint32_t slot, uint32_t idx, uint32_t flags)
+{
+	struct agent_copy c = {.slot = slot, .flags = flags};
+
+	pool_idx_ids(p, idx, &c.layer, &c.expert);
+	c.src = p->host + (uint64_t)idx * p->info->expert_bytes;
+	return agent_backend_copy(p->be, &c);
+}
+
+/* Gives slot back after a fill that could not start or failed. */
+static void pool_abort_fill(struct agent_pool *p, uint32_t slot, uint32_t idx)
+{
+	struct moecache_fill f = {.slot = slot};
+	int ret;
+
+	pool_idx_ids(p, idx, &f.layer, &f.expert);
+	ret = moecache_abort(p->mc, &f, 1);
+	if (ret)
+		agent_err(p->log, p->name, "abort of slot %u: %s", slot, strerror(-ret));
+	agent_slots_aborted(&p->slots, slot);
+	p->n_aborts++;
+}
+
+/* Takes a slot for idx and starts its copy. */
+static enum pool_serve_result pool_serve(struct agent_pool *p, uint32_t idx, bool prefetch)
+{
+	uint32_t layer, expert, old_layer, old_expert;
+	int slot, ret;
+
+	pool_idx_ids(p, idx, &layer, &expert);
+	if (moecache_map_slot(p->map, layer, expert) != MOECACHE_NONE ||
+	    agent_slots_is_filling(&p->slots, idx))
+		return SERVE_DONE;
+	for (int attempt = 0; attempt < POOL_EVICT_ATTEMPTS; attempt++) {
+		slot = agent_slots_choose(&p->slots, idx, prefetch);
+		if (slot < 0)
+			return SERVE_WAIT;
+		ret = moecache_evict(p->mc, slot, layer, expert, &old_layer, &old_expert);
+		if (ret == -EEXIST)
+			return SERVE_DONE;
+		if (ret) {
+			/* EBUSY: a client pinned it since we looked. */
+			if (ret != -EBUSY)
+				agent_warn(p->log, p->name, "evict slot %d for %u/%u: %s", slot,
+					   layer, expert, strerror(-ret));
+			agent_slots_exclude(&p->slots, slot);
+			continue;
+		}
+		if (old_layer != MOECACHE_NONE)
+			p->n_evictions++;
+		agent_slots_taken(&p->slots, slot, idx, prefetch);
+		ret = pool_start_copy(p, slot, idx, prefetch ? MOECACHE_FILL_PREFETCH : 0);
+		if (ret) {
+			agent_err(p->log, p->name, "copy into slot %d: %s", slot, strerror(-ret));
+			pool_abort_fill(p, slot, idx);
+			return SERVE_WAIT;
+		}
+		p->prefetch_inflight += prefetch;
+		return SERVE_STARTED;
+	}
+	return SERVE_WAIT;
+}
+
+/* ---- requests ---- */
+
+static int pool_enqueue(struct agent_pool *p, uint32_t idx, bool demand)
+{
+	uint8_t *st = &p->req_state[idx];
+
+	if (*st == REQ_DEMAND || (*st != REQ_NONE && !demand))
+		return 0;
+	/* An upgraded prefetch leaves a stale entry in its queue: skipped when popped. */
+	*st = demand ? REQ_DEMAND : REQ_PREFETCH;
+	return fifo_push(demand ? &p->demand : &p->prefetch, idx);
+}
+
+static int pool_read_requests(struct agent_pool *p)
+{
+	struct moecache_request reqs[POOL_READ_BATCH];
+	int n;
+
+	do {
+		n = moecache_read_requests(p->mc, reqs, POOL_READ_BATCH);
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++) {
+			uint32_t idx = moecache_map_idx(p->map, reqs[i].layer, reqs[i].expert);
+			int ret;
+
+			if (idx == MOECACHE_NONE) {
+				agent_warn(p->log, p->name, "request for %u/%u out of the pool",
+					   reqs[i].layer, reqs[i].expert);
+				continue;
+			}
+			p->n_requests++;
+			/*
+			 * The access count as of the last scan, which came before this
+			 * read: a client that asks for the expert from now on (and so
+			 * cannot queue a new request) moves it past this mark.
+			 */
+			p->park_access[idx] = p->slots.access_seen[idx];
+			ret = pool_enqueue(p, idx,
+					   !(reqs[i].flags & MOECACHE_REQ_PREFETCH) ||
+					       (reqs[i].flags & MOECACHE_REQ_DEMAND));
+			if (ret)
+				return ret;
+		}
+	} while (n == POOL_READ_BATCH);
+	return 0;
+}
+
+/* Parked prefetches: promoted when a client asked for them, retried when a slot is free. */
+static int pool_review_parked(struct agent_pool *p)
+{
+	uint32_t n = p->parked.len;
+	int ret = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t idx = 0, layer, expert;
+
+		fifo_peek(&p->parked, &idx);
+		fifo_pop(&p->parked);
+		if (p->req_state[idx] != REQ_PARKED)
+			continue;
+		pool_idx_ids(p, idx, &layer, &expert);
+		if (moecache_map_slot(p->map, layer, expert) != MOECACHE_NONE) {
+			p->req_state[idx] = REQ_NONE;
+			continue;
+		}
+		if (moecache_map_access(p->map, idx) != p->park_access[idx]) {
+			p->req_state[idx] = REQ_NONE;
+			p->n_promoted++;
+			ret = pool_enqueue(p, idx, true);
+		} else if (p->slots.maybe_free) {
+			p->req_state[idx] = REQ_NONE;
+			ret = pool_enqueue(p, idx, false);
+		} else {
+			ret = fifo_push(&p->parked, idx);
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Pool clock ticks that make up one step of every attached client. */
+static uint64_t pool_step_window(const struct agent_pool *p)
+{
+	return (uint64_t)p->info->n_layers * (p->n_clients ? p->n_clients : 1);
+}
+
+static int pool_schedule(struct agent_pool *p)
+{
+	uint64_t clock, window;
+	uint32_t idx;
+
+	p->starved = false;
+	if (!p->demand.len && !p->prefetch.len)
+		return 0;
+	if (!p->warned_unloaded && !(moecache_map_flags(p->map) & MOECACHE_POOL_LOADED)) {
+		agent_warn(p->log, p->name, "copying from host pages not marked loaded");
+		p->warned_unloaded = true;
+	}
+	clock = moecache_map_clock(p->map);
+	/* The policy hears of the misses before their experts are inserted. */
+	agent_slots_scan_access(&p->slots, clock);
+	window = pool_step_window(p);
+	agent_slots_new_round(&p->slots, clock > window ? clock - window : 0);
+
+	while (fifo_peek(&p->demand, &idx)) {
+		if (p->req_state[idx] != REQ_DEMAND) {
+			fifo_pop(&p->demand);
+			continue;
+		}
+		if (pool_serve(p, idx, false) == SERVE_WAIT) {
+			p->starved = true;
+			if (!p->warned_starved)
+				agent_warn(p->log, p->name,
+					   "no slot may be taken (all pinned or filling): %u "
+					   "requests wait",
+					   p->demand.len);
+			p->warned_starved = true;
+			return 0;
+		}
+		fifo_pop(&p->demand);
+		p->req_state[idx] = REQ_NONE;
+	}
+	if (p->warned_starved)
+		agent_info(p->log, p->name, "slots available again");
+	p->warned_starved = false;
+
+	while (fifo_peek(&p->prefetch, &idx)) {
+		fifo_pop(&p->prefetch);
+		if (p->req_state[idx] != REQ_PREFETCH)
+			continue;
+		if (pool_serve(p, idx, true) != SERVE_WAIT) {
+			p->req_state[idx] = REQ_NONE;
+			continue;
+		}
+		p->req_state[idx] = REQ_PARKED;
+		p->n_parked++;
+		if (fifo_push(&p->parked, idx))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* ---- warm-up ---- */
+
+static int pool_warm_prepare(struct agent_pool *p)
+{
+	uint32_t n = 0;
+
+	if (p->info->n_slots >= p->n_idx) {
+		/* The bank holds everything: fill it all, nothing will ever be evicted. */
+		p->warm_list = malloc(p->n_idx * sizeof(*p->warm_list));
+		if (!p->warm_list)
+			return -ENOMEM;
+		for (uint32_t idx = 0; idx < p->n_idx; idx++)
+			p->warm_list[n++] = idx;
+	} else if (p->profile.n) {
+		p->warm_list = malloc(p->profile.n * sizeof(*p->warm_list));
+		if (!p->warm_list)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < p->profile.n && n < p->info->n_slots; i++) {
+			const struct moe_expert_id *e = &p->profile.ranked[i];
+
+			if (e->layer < p->info->n_layers && e->expert < p->info->n_local)
+				p->warm_list[n++] = e->layer * p->info->n_local + e->expert;
+		}
+	}
+	p->warm_len = n;
+	p->warm_ready = true;
+	return 0;
+}
+
+/* Fills free slots with the warm list, a few copies at a time; never evicts. */
+static void pool_warm_step(struct agent_pool *p)
+{
+	if (p->warm_next >= p->warm_len || p->stopping)
+		return;
+	if (!(moecache_map_flags(p->map) & MOECACHE_POOL_LOADED))
+		return; /* until the loader is done */
+	if (p->warm_next == 0)
+		agent_info(p->log, p->name, "warming the bank with up to %u experts", p->warm_len);
+	while (p->warm_next < p->warm_len && p->prefetch_inflight < POOL_WARM_INFLIGHT) {
+		uint32_t idx = p->warm_list[p->warm_next], layer, expert;
+		int slot, ret;
+
+		pool_idx_ids(p, idx, &layer, &expert);
+		if (moecache_map_slot(p->map, layer, expert) != MOECACHE_NONE ||
+		    agent_slots_is_filling(&p->slots, idx)) {
+			p->warm_next++;
+			continue;
+		}
+		slot = agent_slots_find_free(&p->slots);
+		if (slot < 0) {
+			p->warm_next = p->warm_len; /* the bank is full: done */
+			break;
+		}
+		ret = moecache_evict(p->mc, slot, layer, expert, NULL, NULL);
+		if (ret == -EBUSY) {
+			agent_slots_exclude(&p->slots, slot);
+			continue;
+		}
+		p->warm_next++;
+		if (ret)
+			continue; /* EEXIST: a request got there first */
+		agent_slots_taken(&p->slots, slot, idx, true);
+		ret = pool_start_copy(p, slot, idx, MOECACHE_FILL_PREFETCH);
+		if (ret) {
+			pool_abort_fill(p, slot, idx);
+			break;
+		}
+		p->prefetch_inflight++;
+	}
+	if (p->warm_next >= p->warm_len) {
+		free(p->warm_list);
+		p->warm_list = NULL;
+		p->warm_len = p->warm_next = 0;
+	}
+}
+
+/* ---- completions ---- */
+
+static void pool_commit_batch(struct agent_pool *p, const struct moecache_fill *fills, uint32_t n)
+{
+	int ret;
+
+	if (!n)
+		return;
+	ret = moecache_commit(p->mc, fills, n);
+	if (!ret) {
+		for (uint32_t i = 0; i < n; i++)
+			agent_slots_committed(&p->slots, fills[i].slot);
+		p->n_fills += n;
+		return;
+	}
+	agent_err(p->log, p->name, "commit of %u fills: %s; committing one by one", n,
+		  strerror(-ret));
+	for (uint32_t i = 0; i < n; i++) {
+		ret = moecache_commit(p->mc, &fills[i], 1);
+		if (!ret) {
+			agent_slots_committed(&p->slots, fills[i].slot);
+			p->n_fills++;
+			continue;
+		}
+		agent_err(p->log, p->name, "commit of slot %u: %s", fills[i].slot, strerror(-ret));
+		pool_abort_fill(p, fills[i].slot,
+				fills[i].layer * p->info->n_local + fills[i].expert -
+				    p->info->expert_begin);
+	}
+}
+
+static int pool_collect(struct agent_pool *p)
+{
+	int n;
+
+	do {
+		uint32_t n_ok = 0;
+
+		n = agent_backend_completions(p->be, p->done_copies, p->max_batch);
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++) {
+			const struct agent_copy *c = &p->done_copies[i];
+
+			if ((c->flags & MOECACHE_FILL_PREFETCH) && p->prefetch_inflight)
+				p->prefetch_inflight--;
+			if (c->status) {
+				agent_err(p->log, p->name, "copy into slot %u failed: %s", c->slot,
+					  strerror(-c->status));
+				pool_abort_fill(p, c->slot,
+						moecache_map_idx(p->map, c->layer, c->expert));
+				continue;
+			}
+			p->fills[n_ok++] = (struct moecache_fill){
+			    .slot = c->slot,
+			    .layer = c->layer,
+			    .expert = c->expert,
+			    .flags = c->flags,
+			};
+		}
+		pool_commit_batch(p, p->fills, n_ok);
+	} while ((uint32_t)n == p->max_batch);
+	return 0;
+}
+
+/* ---- the loop ---- */
+
+static int pool_set_timer(struct agent_pool *p, uint32_t ms)
+{
+	struct itimerspec its = {
+	    .it_interval = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000},
+	};
+
+	if (ms == p->timer_ms)
+		return 0;
+	its.it_value = its.it_interval;
+	if (timerfd_settime(p->timer_fd, 0, &its, NULL) < 0)
+		return -errno;
+	p->timer_ms = ms;
+	return 0;
+}
+
+static void pool_log_stats(struct agent_pool *p)
+{
+	struct moecache_stats st;
+	int ret = moecache_stats(p->mc, MOECACHE_NONE, &st);
+
+	if (ret) {
+		agent_warn(p->log, p->name, "stats: %s", strerror(-ret));
+		return;
+	}
+	agent_info(p->log, p->name,
+		   "resident=%u filling=%u pinned=%u clients=%u hits=%llu misses=%llu "
+		   "requests=%llu fills=%llu evictions=%llu aborts=%llu parked=%llu promoted=%llu "
+		   "parked_now=%u",
+		   st.resident, st.filling, st.pinned_slots, st.n_clients,
+		   (unsigned long long)st.hits, (unsigned long long)st.misses,
+		   (unsigned long long)p->n_requests, (unsigned long long)p->n_fills,
+		   (unsigned long long)p->n_evictions, (unsigned long long)p->n_aborts,
+		   (unsigned long long)p->n_parked, (unsigned long long)p->n_promoted,
+		   p->parked.len);
+}
+
+static uint64_t pool_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Periodic work, every tick_ms even when the timer runs faster for retries. */
+static void pool_tick(struct agent_pool *p)
+{
+	struct moecache_stats st;
+	uint64_t now = pool_now_ns();
+
+	if (now - p->last_tick_ns < (uint64_t)p->cfg->tick_ms * 1000000u)
+		return;
+	p->last_tick_ns = now;
+
+	if (!moecache_stats(p->mc, MOECACHE_NONE, &st))
+		p->n_clients = st.n_clients;
+	/* Catch changes made behind this agent's back (an administrator's flush). */
+	agent_slots_sync(&p->slots);
+	agent_slots_scan_access(&p->slots, moecache_map_clock(p->map));
+}
+
+static int pool_stop_reading(struct agent_pool *p)
+{
+	p->stopping = true;
+	if (epoll_ctl(p->epfd, EPOLL_CTL_DEL, moecache_fd(p->mc), NULL) < 0)
+		return -errno;
+	agent_info(p->log, p->name, "stopping: %u copies in flight", agent_backend_inflight(p->be));
+	return 0;
+}
+
+static int pool_handle_commands(struct agent_pool *p)
+{
+	uint32_t cmd = __atomic_exchange_n(&p->cmd, 0, __ATOMIC_ACQ_REL);
+	uint64_t v;
+
+	if (read(p->ctl_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return -errno;
+	if (cmd & AGENT_CMD_SAVE)
+		pool_save_profile(p);
+	if (cmd & AGENT_CMD_RELOAD) {
+		agent_backend_set_delay(p->be,
+					__atomic_load_n(&p->copy_delay_us, __ATOMIC_RELAXED));
+		pool_log_stats(p);
+	}
+	if ((cmd & AGENT_CMD_STOP) && !p->stopping)
+		return pool_stop_reading(p);
+	return 0;
+}
+
+enum pool_event {
+	EV_AGENT = 1,
+	EV_COPIES,
+	EV_TIMER,
+	EV_CONTROL,
+};
+
+static int pool_epoll_add(struct agent_pool *p, int fd, enum pool_event ev)
+{
+	struct epoll_event e = {.events = EPOLLIN, .data.u32 = ev};
+
+	return epoll_ctl(p->epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
+}
+
+static int pool_loop(struct agent_pool *p)
+{
+	struct epoll_event evs[8];
+	int ret;
+
+	for (;;) {
+		int n;
+
+		if (p->stopping && agent_backend_inflight(p->be) == 0)
+			return 0;
+		n = epoll_wait(p->epfd, evs, 8, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		for (int i = 0; i < n; i++) {
+			uint64_t v;
+
+			ret = 0;
+			switch (evs[i].data.u32) {
+			case EV_CONTROL:
+				ret = pool_handle_commands(p);
+				break;
+			case EV_COPIES:
+				ret = pool_collect(p);
+				break;
+			case EV_AGENT:
+				if (evs[i].events & (EPOLLERR | EPOLLHUP)) {
+					agent_err(p->log, p->name, "the agent file failed");
+					return -EIO;
+				}
+				ret = pool_read_requests(p);
+				break;
+			case EV_TIMER:
+				if (read(p->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					return -errno;
+				pool_tick(p);
+				ret = pool_review_parked(p);
+				break;
+			}
+			if (ret)
+				return ret;
+		}
+		if (!p->stopping) {
+			ret = pool_schedule(p);
+			if (ret)
+				return ret;
+			pool_warm_step(p);
+		}
+		/* Parked prefetches are watched closely: a client may be waiting on one. */
+		ret = pool_set_timer(p, p->starved || p->parked.len ? p->cfg->retry_ms
+								    : p->cfg->tick_ms);
+		if (ret)
+			return ret;
+	}
+}
+
+/* Adopts the bank the driver kept (warm restart) or makes and hands over a new one. */
+static int pool_setup_bank(struct agent_pool *p)
+{
+	struct moecache_bank desc;
+	int ret;
+
+	ret = moecache_bank_get(p->mc, &desc);
+	if (!ret) {
+		ret = agent_backend_bank_adopt(p->be, &desc);
+		if (!ret) {
+			uint32_t resident = agent_slots_sync(&p->slots);
+
+			agent_notice(p->log, p->name,
+				     "warm restart: bank adopted, %u experts resident", resident);
+			return 0;
+		}
+		close(desc.fd);
+		agent_warn(p->log, p->name, "the pool's bank cannot be adopted (%s): replacing it",
+			   strerror(-ret));
+	} else if (ret != -ENODATA) {
+		return ret;
+	}
+	ret = agent_backend_bank_create(p->be, &desc);
+	if (ret)
+		return ret;
+	ret = moecache_bank_set(p->mc, &desc);
+	if (ret)
+		return ret;
+	agent_slots_sync(&p->slots);
+	agent_info(p->log, p->name, "new %s bank: %u slots of %llu bytes", p->cfg->backend,
+		   p->info->n_slots, (unsigned long long)desc.slot_stride);
+	return 0;
+}
+
+static int pool_setup(struct agent_pool *p)
+{
+	struct moe_policy_config pc;
+	struct agent_backend_config bc;
+	struct moecache_info info;
+	void *host;
+	int ret;
+
+	ret = moecache_open(p->cfg->device, &p->mc);
+	if (ret) {
+		agent_err(p->log, p->name, "open %s: %s", p->cfg->device, strerror(-ret));
+		return ret;
+	}
+	ret = moecache_get_info(p->mc, &info);
+	if (!ret)
+		ret = moecache_attach(p->mc, p->name, MOECACHE_ROLE_AGENT);
+	if (ret) {
+		agent_err(p->log, p->name, "attach as agent: %s", strerror(-ret));
+		return ret;
+	}
+	p->info = moecache_pool(p->mc);
+	p->map = moecache_map(p->mc);
+	p->n_idx = p->info->n_layers * p->info->n_local;
+	p->max_batch =
+	    info.max_batch < POOL_COMPLETION_BATCH ? info.max_batch : POOL_COMPLETION_BATCH;
+	ret = moecache_host_map(p->mc, false, &host, NULL);
+	if (ret) {
+		agent_err(p->log, p->name, "map host pages: %s", strerror(-ret));
+		return ret;
+	}
+	p->host = host;
+
+	pool_load_profile(p);
+	pc = (struct moe_policy_config){
+	    .n_layers = p->info->n_layers,
+	    .n_experts = p->info->n_local,
+	    .n_slots = p->info->n_slots,
+	    .profile = p->profile.n ? &p->profile : NULL,
+	};
+	ret = moe_policy_create(p->cfg->policy, &pc, &p->policy);
+	if (ret) {
+		agent_err(p->log, p->name, "policy '%s': %s", p->cfg->policy, strerror(-ret));
+		return ret;
+	}
+	ret = agent_slots_init(&p->slots, p->map, p->policy);
+	if (ret)
+		return ret;
+	bc = (struct agent_backend_config){
+	    .pool = p->name,
+	    .n_slots = p->info->n_slots,
+	    .expert_bytes = p->info->expert_bytes,
+	    .copy_threads = p->cfg->copy_threads,
+	    .copy_delay_us = p->cfg->copy_delay_us,
+	};
+	ret = agent_backend_create(p->cfg->backend, &bc, &p->be);
+	if (ret) {
+		agent_err(p->log, p->name, "backend '%s': %s", p->cfg->backend, strerror(-ret));
+		return ret;
+	}
+	ret = pool_setup_bank(p);
+	if (ret) {
+		agent_err(p->log, p->name, "bank: %s", strerror(-ret));
+		return ret;
+	}
+	/* Counts from before this agent are history, not traffic it has to learn from. */
+	agent_slots_reset_access(&p->slots);
+
+	p->req_state = calloc(p->n_idx, sizeof(*p->req_state));
+	p->park_access = calloc(p->n_idx, sizeof(*p->park_access));
+	p->fills = calloc(p->max_batch, sizeof(*p->fills));
+	p->done_copies = calloc(p->max_batch, sizeof(*p->done_copies));
+	if (!p->req_state || !p->park_access || !p->fills || !p->done_copies)
+		return -ENOMEM;
+	ret = pool_warm_prepare(p);
+	if (ret)
+		return ret;
+
+	p->epfd = epoll_create1(EPOLL_CLOEXEC);
+	p->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (p->epfd < 0 || p->timer_fd < 0)
+		return -errno;
+	ret = pool_epoll_add(p, moecache_fd(p->mc), EV_AGENT);
+	if (!ret)
+		ret = pool_epoll_add(p, agent_backend_completion_fd(p->be), EV_COPIES);
+	if (!ret)
+		ret = pool_epoll_add(p, p->timer_fd, EV_TIMER);
+	if (!ret)
+		ret = pool_epoll_add(p, p->ctl_fd, EV_CONTROL);
+	if (!ret)
+		ret = pool_set_timer(p, p->cfg->tick_ms);
+	if (ret)
+		return ret;
+	agent_info(p->log, p->name,
+		   "serving: %u layers x %u experts [%u, %u), %u slots, policy %s, %u copy "
+		   "threads",
+		   p->info->n_layers, p->info->n_experts, p->info->expert_begin,
+		   p->info->expert_end, p->info->n_slots, moe_policy_name(p->policy),
+		   p->cfg->copy_threads);
+	return 0;
+}
+
+static void pool_teardown(struct agent_pool *p)
+{
+	/* The backend first: its threads may still be copying out of host pages. */
+	agent_backend_destroy(p->be);
+	if (p->policy)
+		agent_slots_destroy(&p->slots);
+	moe_policy_destroy(p->policy);
+	moe_profile_free(&p->profile);
+	moecache_close(p->mc);
+	free(p->req_state);
+	free(p->park_access);
+	free(p->demand.items);
+	free(p->prefetch.items);
+	free(p->parked.items);
+	free(p->fills);
+	free(p->done_copies);
+	free(p->warm_list);
+	if (p->epfd >= 0)
+		close(p->epfd);
+	if (p->timer_fd >= 0)
+		close(p->timer_fd);
+}
+
+static void *pool_thread(void *arg)
+{
+	struct agent_pool *p = arg;
+	uint64_t one = 1;
+	int ret;
+
+	ret = pool_setup(p);
+	if (!ret)
+		ret = pool_loop(p);
+	if (ret)
+		agent_err(p->log, p->name, "stopped: %s", strerror(-ret));
+	if (p->policy) {
+		pool_save_profile(p);
+		pool_log_stats(p);
+	}
+	pool_teardown(p);
+	if (!ret)
+		agent_info(p->log, p->name, "stopped cleanly");
+	p->status = ret ? 1 : 0;
+	__atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+	if (write(p->exit_fd, &one, sizeof(one)) < 0)
+		agent_err(p->log, p->name, "cannot tell the main thread: %s", strerror(errno));
+	return NULL;
+}
+
+int agent_pool_start(const struct agent_config *cfg, struct agent_log *log, const char *name,
+		     int exit_fd, struct agent_pool **out)
+{
+	struct agent_pool *p;
+	int ret;
+
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->cfg = cfg;
+	p->log = log;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->exit_fd = exit_fd;
+	p->epfd = p->timer_fd = -1;
+	p->copy_delay_us = cfg->copy_delay_us;
+	p->ctl_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (p->ctl_fd < 0) {
+		ret = -errno;
+		free(p);
+		return ret;
+	}
+	ret = -pthread_create(&p->thread, NULL, pool_thread, p);
+	if (ret) {
+		close(p->ctl_fd);
+		free(p);
+		return ret;
+	}
+	*out = p;
+	return 0;
+}
+
+void agent_pool_command(struct agent_pool *p, uint32_t cmd)
+{
+	uint64_t one = 1;
+
+	__atomic_fetch_or(&p->cmd, cmd, __ATOMIC_ACQ_REL);
+	if (write(p->ctl_fd, &one, sizeof(one)) < 0)
+		return; /* only on counter overflow: the pool wakes anyway */
+}
+
+void agent_pool_set_copy_delay(struct agent_pool *p, uint32_t copy_delay_us)
+{
+	__atomic_store_n(&p->copy_delay_us, copy_delay_us, __ATOMIC_RELAXED);
+}
+
+bool agent_pool_done(const struct agent_pool *p)
+{
+	return __atomic_load_n(&p->done, __ATOMIC_ACQUIRE);
+}
+
+int agent_pool_join(struct agent_pool *p)
+{
+	int status;
+
+	pthread_join(p->thread, NULL);
+	status = p->status;
+	close(p->ctl_fd);
+	free(p);
+	return status;
+}

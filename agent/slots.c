@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "slots.h"
+
+int agent_slots_init(struct agent_slots *s, const struct moecache_map *map,
+		     struct moe_policy *policy)
+{
+	memset(s, 0, sizeof(*s));
+	if (!map || !map->hdr || !policy)
+		return -EINVAL;
+	s->map = map;
+	s->policy = policy;
+	s->n_slots = map->n_slots;
+	s->n_layers = map->n_layers;
+	s->n_local = map->n_local;
+	s->n_idx = map->n_layers * map->n_local;
+	s->held = malloc(s->n_slots * sizeof(*s->held));
+	s->excluded = calloc(s->n_slots, sizeof(*s->excluded));
+	s->filling = malloc(s->n_idx * sizeof(*s->filling));
+	s->access_seen = calloc(s->n_idx, sizeof(*s->access_seen));
+	if (!s->held || !s->excluded || !s->filling || !s->access_seen) {
+		agent_slots_destroy(s);
+		return -ENOMEM;
+	}
+	memset(s->held, 0xff, s->n_slots * sizeof(*s->held));
+	memset(s->filling, 0xff, s->n_idx * sizeof(*s->filling));
+	s->round = 1;
+	s->maybe_free = true;
+	return 0;
+}
+
+void agent_slots_destroy(struct agent_slots *s)
+{
+	free(s->held);
+	free(s->excluded);
+	free(s->filling);
+	free(s->access_seen);
+	memset(s, 0, sizeof(*s));
+}
+
+uint32_t agent_slots_sync(struct agent_slots *s)
+{
+	uint32_t resident = 0;
+
+	for (uint32_t slot = 0; slot < s->n_slots; slot++) {
+		uint32_t owner = moecache_map_owner(s->map, slot);
+		uint32_t now;
+
+		if (owner == MOECACHE_NONE)
+			now = MOECACHE_NONE;
+		else if (owner & MOECACHE_OWNER_FILLING)
+			now = owner & MOECACHE_OWNER_IDX_MASK;
+		else
+			now = owner < s->n_idx ? owner : MOECACHE_NONE;
+		if (now == MOECACHE_NONE)
+			s->maybe_free = true;
+		if (owner != MOECACHE_NONE && !(owner & MOECACHE_OWNER_FILLING) &&
+		    now != MOECACHE_NONE)
+			resident++;
+		if (s->held[slot] == now)
+			continue;
+		/* The policy only learns of slots this agent did not fill itself. */
+		if (s->held[slot] != MOECACHE_NONE) {
+			moe_policy_removed(s->policy, slot);
+			if (s->filling[s->held[slot]] == slot)
+				s->filling[s->held[slot]] = MOECACHE_NONE;
+		}
+		s->held[slot] = MOECACHE_NONE;
+		if (now != MOECACHE_NONE && !(owner & MOECACHE_OWNER_FILLING)) {
+			moe_policy_inserted(s->policy, slot, now / s->n_local, now % s->n_local,
+					    false);
+			s->held[slot] = now;
+		}
+	}
+	return resident;
+}
+
+void agent_slots_reset_access(struct agent_slots *s)
+{
+	for (uint32_t idx = 0; idx < s->n_idx; idx++)
+		s->access_seen[idx] = moecache_map_access(s->map, idx);
+}
+
+uint64_t agent_slots_scan_access(struct agent_slots *s, uint64_t step)
+{
+	uint64_t total = 0;
+
+	for (uint32_t idx = 0; idx < s->n_idx; idx++) {
+		uint32_t now = moecache_map_access(s->map, idx);
+		uint32_t delta = now - s->access_seen[idx]; /* the counters wrap */
+
+		if (!delta)
+			continue;
+		s->access_seen[idx] = now;
+		moe_policy_access(s->policy, idx / s->n_local, idx % s->n_local, delta, step);
+		total += delta;
+	}
+	return total;
+}
+
+void agent_slots_new_round(struct agent_slots *s, uint64_t step_start)
+{
+	s->round++;
+	if (s->round == 0) {
+		memset(s->excluded, 0, s->n_slots * sizeof(*s->excluded));
+		s->round = 1;
+	}
+	s->step_start = step_start;
+}
+
+void agent_slots_exclude(struct agent_slots *s, uint32_t slot)
+{
+	if (slot < s->n_slots)
+		s->excluded[slot] = s->round;
+}
+
+int agent_slots_find_free(struct agent_slots *s)
+{
+	if (!s->maybe_free)
+		return -ENOSPC;
+	for (uint32_t i = 0; i < s->n_slots; i++) {
+		uint32_t slot = (s->free_cursor + i) % s->n_slots;
+
+		if (s->excluded[slot] == s->round || s->held[slot] != MOECACHE_NONE ||
+		    moecache_map_owner(s->map, slot) != MOECACHE_NONE)
+			continue;
+		s->free_cursor = (slot + 1) % s->n_slots;
+		return (int)slot;
+	}
+	s->maybe_free = false;
+	return -ENOSPC;
+}
+
+static bool agent_slot_evictable(void *ctx, uint32_t slot)
+{
+	struct agent_slots *s = ctx;
+	uint32_t owner;
+
+	if (slot >= s->n_slots || s->excluded[slot] == s->round)
+		return false;
+	owner = moecache_map_owner(s->map, slot);
+	if (owner == MOECACHE_NONE || (owner & MOECACHE_OWNER_FILLING))
+		return false;
+	if (moecache_map_pins(s->map, slot))
+		return false;
+	if (s->strict && moecache_map_last_use(s->map, slot) > s->step_start)
+		return false;
+	return true;
+}
+
+int agent_slots_choose(struct agent_slots *s, uint32_t idx, bool prefetch)
+{
+	uint32_t layer = idx / s->n_local, expert = idx % s->n_local;
+	int slot;
+
+	if (idx >= s->n_idx)
+		return -EINVAL;
+	slot = agent_slots_find_free(s);
+	if (slot >= 0)
+		return slot;
+	/* A bank that holds every expert always has a free slot for a miss. */
+	if (s->n_slots >= s->n_idx)
+		return -ENOSPC;
+	s->strict = true;
+	slot = moe_policy_victim(s->policy, layer, expert, prefetch, agent_slot_evictable, s);
+	if (slot == -ENOSPC && !prefetch) {
+		s->strict = false;
+		slot =
+		    moe_policy_victim(s->policy, layer, expert, prefetch, agent_slot_evictable, s);
+	}
+	if (slot >= 0 && (uint32_t)slot >= s->n_slots)
+		return -EPROTO;
+	return slot;
+}
+
+void agent_slots_taken(struct agent_slots *s, uint32_t slot, uint32_t idx, bool prefetch)
+{
+	if (s->held[slot] != MOECACHE_NONE)
+		moe_policy_removed(s->policy, slot);
+	s->held[slot] = idx;
+	s->filling[idx] = slot;
+	moe_policy_inserted(s->policy, slot, idx / s->n_local, idx % s->n_local, prefetch);
+}
+
+void agent_slots_committed(struct agent_slots *s, uint32_t slot)
+{
+	uint32_t idx = s->held[slot];
+
+	if (idx != MOECACHE_NONE && s->filling[idx] == slot)
+		s->filling[idx] = MOECACHE_NONE;
+}
+
+void agent_slots_aborted(struct agent_slots *s, uint32_t slot)
+{
+	uint32_t idx = s->held[slot];
+
+	if (idx == MOECACHE_NONE)
+		return;
+	if (s->filling[idx] == slot)
+		s->filling[idx] = MOECACHE_NONE;
+	moe_policy_removed(s->policy, slot);
+	s->held[slot] = MOECACHE_NONE;
+	s->maybe_free = true;
+}
+
+bool agent_slots_is_filling(const struct agent_slots *s, uint32_t idx)
+{
+	return idx < s->n_idx && s->filling[idx] != MOECACHE_NONE;
+}
+
+uint32_t agent_slots_n_filling(const struct agent_slots *s)
+{
+	uint32_t n = 0;
+
+	for (uint32_t idx = 0; idx < s->n_idx; idx++)
+		n += s->filling[idx] != MOECACHE_NONE;
+	return n;
+}

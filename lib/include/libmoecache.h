@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libmoecache: the userspace side of /dev/moecache.
+ *
+ * One handle (struct moecache) is one open file of the device, attached to
+ * one pool in one role:
+ *
+ *   client  inference processes: look experts up in the shared map without
+ *           a system call, pin them (acquire), unpin them (release), hint
+ *           prefetches, import the bank and read host pages read-only;
+ *   agent   the one process that reads requests, evicts, copies into the
+ *           bank and commits (moecached);
+ *   loader  writes the experts' bytes into the host pages.
+ *
+ * Every function returns 0 (or a count) on success and -errno on failure;
+ * nothing sets errno for the caller. Expert ids are the model's global ids
+ * unless a name says "idx" (the local index layer * n_local + expert -
+ * expert_begin that the map region uses). After moecache_attach, a handle
+ * may be used from several threads at once; open, attach and close may not
+ * race with anything else on the same handle.
+ *
+ * docs/abi.md describes the driver's side of every call.
+ */
+#ifndef LIBMOECACHE_H
+#define LIBMOECACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <moecache.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct moecache;
+
+/*
+ * A read-only view of a pool's map region. Bound to the mapped region by
+ * moecache_attach (or, for tests and tools, to any memory holding a map
+ * region with moecache_map_bind). Every read goes through acquire loads.
+ */
+struct moecache_map {
+	const struct moecache_map_header *hdr;
+	const uint32_t *map;	  /* [n_layers * n_local]: slot or MOECACHE_NONE */
+	const uint32_t *owner;	  /* [n_slots]: idx, FILLING | idx, or NONE */
+	const uint64_t *last_use; /* [n_slots]: pool clock at the last pin */
+	const uint32_t *pins;	  /* [n_slots]: pins held by all clients */
+	const uint32_t *access;	  /* [n_layers * n_local]: acquires, wrapping */
+	uint32_t n_layers;
+	uint32_t n_local;
+	uint32_t expert_begin;
+	uint32_t n_slots;
+};
+
+/* The pool a handle is attached to, as ATTACH returned it. */
+struct moecache_pool_info {
+	char name[MOECACHE_NAME_LEN];
+	uint32_t role; /* enum moecache_role */
+	uint32_t n_layers;
+	uint32_t n_experts;
+	uint32_t expert_begin;
+	uint32_t expert_end;
+	uint32_t n_local; /* expert_end - expert_begin */
+	uint32_t n_slots;
+	uint32_t pool_flags; /* MOECACHE_POOL_* at attach */
+	uint64_t expert_bytes;
+	struct moecache_offsets off;
+};
+
+/* An imported bank: what a process needs to read (or write) slots. */
+struct moecache_bank_map {
+	uint32_t backend; /* enum moecache_backend */
+	uint32_t n_slots;
+	int fd; /* the bank file, owned by the map */
+	bool writable;
+	void *base;	/* CPU: the mapping; other backends: their handle */
+	uint64_t bytes; /* size of the exported object */
+	uint64_t slot_stride;
+	uint64_t expert_bytes;
+	struct moecache_bank desc; /* as BANK_GET returned it (desc.fd is fd) */
+};
+
+struct moecache_acquire_result {
+	uint32_t n_hits;   /* resident when the call was made */
+	uint32_t n_pinned; /* pinned when it returned */
+};
+
+/* ---- handle ---- */
+
+/* Opens the device (path NULL: MOECACHE_DEVICE). */
+int moecache_open(const char *path, struct moecache **out);
+/* Unmaps everything, closes the file (which drops its pins) and frees. */
+void moecache_close(struct moecache *mc);
+int moecache_fd(const struct moecache *mc);
+int moecache_get_info(struct moecache *mc, struct moecache_info *out);
+int moecache_nop(struct moecache *mc);
+
+/* Administration (CAP_SYS_ADMIN, or the owner for destroy); no attach needed. */
+int moecache_pool_create(struct moecache *mc, const struct moecache_pool_create *req);
+int moecache_pool_destroy(struct moecache *mc, const char *name);
+
+/*
+ * Binds the handle to the pool in role and maps its map region. An agent
+ * handle is switched to non-blocking reads. -EALREADY if already attached.
+ */
+int moecache_attach(struct moecache *mc, const char *pool, enum moecache_role role);
+/* moecache_open + moecache_attach; on error nothing is left open. */
+int moecache_open_attach(const char *pool, enum moecache_role role, struct moecache **out);
+/* NULL until attached. */
+const struct moecache_pool_info *moecache_pool(const struct moecache *mc);
+const struct moecache_map *moecache_map(const struct moecache *mc);
+
+/* ---- map region (lock-free reads) ---- */
+
+/* Binds m to a map region of size bytes at region; -EINVAL if it is not one. */
+int moecache_map_bind(struct moecache_map *m, const void *region, size_t size);
+/* The local index of (layer, global expert), or MOECACHE_NONE if out of range. */
+uint32_t moecache_map_idx(const struct moecache_map *m, uint32_t layer, uint32_t expert);
+/*
+ * The slot holding (layer, expert) now, or MOECACHE_NONE: one acquire load,
+ * a hint only (acquire pins). Out-of-range ids give MOECACHE_NONE.
+ */
+uint32_t moecache_map_slot(const struct moecache_map *m, uint32_t layer, uint32_t expert);
+/*
+ * The slots of count experts of one layer, read consistently under the
+ * sequence counter. Returns how many are resident, or -EINVAL.
+ */
+int moecache_map_lookup(const struct moecache_map *m, uint32_t layer, const uint32_t *experts,
+			uint32_t count, uint32_t *slots);
+/* A consistent copy of owner[] (n_slots entries) and, if not NULL, map[]. */
+int moecache_map_snapshot(const struct moecache_map *m, uint32_t *owner, uint32_t *map);
+uint32_t moecache_map_owner(const struct moecache_map *m, uint32_t slot);
+uint64_t moecache_map_last_use(const struct moecache_map *m, uint32_t slot);
+uint32_t moecache_map_pins(const struct moecache_map *m, uint32_t slot);
+uint32_t moecache_map_access(const struct moecache_map *m, uint32_t idx);
+uint32_t moecache_map_flags(const struct moecache_map *m);
+uint64_t moecache_map_clock(const struct moecache_map *m);
+uint32_t moecache_map_agent_epoch(const struct moecache_map *m);
+
+/* ---- client ---- */
+
+/*
+ * Pins the resident experts among count ids of one layer and writes their
+ * slots (MOECACHE_NONE for the others); flags are MOECACHE_ACQ_*. With
+ * MOECACHE_ACQ_WAIT it returns only once all are pinned, or fails having
+ * pinned nothing. res may be NULL.
+ */
+int moecache_acquire(struct moecache *mc, uint32_t layer, const uint32_t *experts, uint32_t count,
+		     uint32_t *slots, uint32_t flags, uint32_t timeout_ms,
+		     struct moecache_acquire_result *res);
+/*
+ * One layer of a decode step in one system call: drops one pin on each of
+ * release_slots (MOECACHE_NONE entries skipped; typically the previous
+ * layer's slots, once their work completed), then acquires as
+ * moecache_acquire. The release stays done if a WAIT then fails.
+ */
+int moecache_acquire_release(struct moecache *mc, const uint32_t *release_slots,
+			     uint32_t release_count, uint32_t layer, const uint32_t *experts,
+			     uint32_t count, uint32_t *slots, uint32_t flags, uint32_t timeout_ms,
+			     struct moecache_acquire_result *res);
+/* Drops one pin per listed slot; MOECACHE_NONE entries are skipped. */
+int moecache_release(struct moecache *mc, const uint32_t *slots, uint32_t count);
+int moecache_release_all(struct moecache *mc);
+/* n_queued may be NULL. */
+int moecache_prefetch(struct moecache *mc, uint32_t layer, const uint32_t *experts, uint32_t count,
+		      uint32_t *n_queued);
+/* layer MOECACHE_NONE: the whole pool. */
+int moecache_stats(struct moecache *mc, uint32_t layer, struct moecache_stats *out);
+
+/*
+ * Imports the pool's bank for reading (BANK_GET, then the backend's import:
+ * the CPU backend maps the memfd read-only). -ENODATA while the agent has
+ * set none; -EOPNOTSUPP for a backend this build cannot import.
+ */
+int moecache_bank_import(struct moecache *mc, struct moecache_bank_map *out);
+/* The agent's import after a restart: the same, mapped read-write. */
+int moecache_bank_import_rw(struct moecache *mc, struct moecache_bank_map *out);
+void moecache_bank_unimport(struct moecache_bank_map *b);
+/* Host-visible address of a slot (CPU backend), or NULL. */
+const void *moecache_bank_slot(const struct moecache_bank_map *b, uint32_t slot);
+
+/*
+ * Maps the host region (read-only, or read-write for an agent or loader;
+ * -EPERM for a writable map by a client). Mapping again returns the same
+ * region; base and size may be NULL.
+ */
+int moecache_host_map(struct moecache *mc, bool writable, void **base, size_t *size);
+/* The host record of (layer, global expert), or NULL (not mapped, out of range). */
+const void *moecache_host_expert(const struct moecache *mc, uint32_t layer, uint32_t expert);
+/* Same, writable; NULL unless the host region was mapped writable. */
+void *moecache_host_expert_rw(const struct moecache *mc, uint32_t layer, uint32_t expert);
+
+/* ---- agent ---- */
+
+/* Reads up to max requests without blocking; returns how many (0: none). */
+int moecache_read_requests(struct moecache *mc, struct moecache_request *reqs, uint32_t max);
+/*
+ * Takes slot for filling with (layer, expert); with layer and expert
+ * MOECACHE_NONE only frees it. old_layer/old_expert (may be NULL) receive
+ * what the slot held.
+ */
+int moecache_evict(struct moecache *mc, uint32_t slot, uint32_t layer, uint32_t expert,
+		   uint32_t *old_layer, uint32_t *old_expert);
+int moecache_commit(struct moecache *mc, const struct moecache_fill *fills, uint32_t count);
+int moecache_abort(struct moecache *mc, const struct moecache_fill *fills, uint32_t count);
+/* Hands the bank over; the driver keeps its own reference to bank->fd. */
+int moecache_bank_set(struct moecache *mc, const struct moecache_bank *bank);
+/* The raw BANK_GET: bank->fd is a new file descriptor the caller owns. */
+int moecache_bank_get(struct moecache *mc, struct moecache_bank *bank);
+
+/* ---- loader (or agent) ---- */
+
+/* op: MOECACHE_LOAD_BEGIN or MOECACHE_LOAD_DONE. */
+int moecache_load(struct moecache *mc, uint32_t op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LIBMOECACHE_H */

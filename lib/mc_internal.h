@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/* libmoecache internals shared by its source files (and its unit tests). */
+#ifndef MOECACHE_LIB_MC_INTERNAL_H
+#define MOECACHE_LIB_MC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libmoecache.h"
+
+struct moecache {
+	int fd;
+	uint32_t max_batch; /* from GET_INFO: longest list argument */
+	bool attached;
+	struct moecache_pool_info pool;
+	void *map_base;
+	size_t map_len;
+	struct moecache_map map;
+	void *host_base;
+	size_t host_len;
+	bool host_writable;
+};
+
+/*
+ * A bank backend: how a process turns the bank descriptor and file from
+ * BANK_GET into something it can read slots from. CUDA and ROCm add their
+ * import here (cuMemImportFromShareableHandle, a dma-buf import).
+ */
+struct mc_bank_backend {
+	uint32_t id; /* enum moecache_backend */
+	const char *name;
+	int (*import)(struct moecache_bank_map *b);
+	void (*unimport)(struct moecache_bank_map *b);
+};
+
+const struct mc_bank_backend *mc_bank_backend_find(uint32_t id);
+
+/* Checks shared by the client, agent and loader calls: 0, -ENOTCONN or -EPERM. */
+int mc_check_role(const struct moecache *mc, uint32_t role_mask);
+#define MC_ROLE_BIT(r) (1u << (r))
+
+/* Validates a list of count experts of one layer as ACQUIRE and PREFETCH do. */
+int mc_check_experts(const struct moecache *mc, uint32_t layer, const uint32_t *experts,
+		     uint32_t count);
+/* Validates a list length against the driver's max_batch. */
+int mc_check_count(const struct moecache *mc, uint32_t count);
+
+/* ioctl returning 0 or -errno. */
+int mc_ioctl(const struct moecache *mc, unsigned long req, void *arg);
+
+#endif /* MOECACHE_LIB_MC_INTERNAL_H */

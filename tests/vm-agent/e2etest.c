@@ -1,0 +1,817 @@
+// SPDX-License-Identifier: MIT
+/*
+ * moecache-agent-e2e: end-to-end tests of moecached, libmoecache and the
+ * decode client against the real driver (in the test VM, or on a host
+ * with the module loaded, as root). Every test makes its own pool and
+ * destroys it. Output: one "ok N - name # description" or "not ok ..."
+ * line per test, then "e2e: P passed, F failed"; exit 0 only if all pass.
+ *
+ * Usage: moecache-agent-e2e [--traces DIR] [--only NAME] [--keep-logs]
+ * (the programs moecached, moecache-decode and moecache-demo-pool are
+ * taken from PATH).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libmoecache.h"
+
+/* The expert shape every test uses: small, so that copies are cheap under TCG. */
+#define E2E_SHAPE "--d-model", "32", "--d-ff", "32", "--dtype", "f32"
+#define E2E_LAYERS 16
+#define E2E_EXPERTS 64
+
+struct e2e {
+	const char *traces;
+	const char *only;
+	bool keep_logs;
+	char trace[512];
+	char workdir[256];
+	uint64_t expert_bytes;
+	int passed, failed, n;
+	char why[512]; /* the failing check of the current test */
+};
+
+struct e2e_test {
+	const char *name;
+	const char *description;
+	int (*run)(struct e2e *e);
+};
+
+/* Records why the current test failed; returns -1 so that checks can `return`. */
+static int e2e_fail(struct e2e *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (e->why[0])
+		return -1; /* keep the first reason */
+	va_start(ap, fmt);
+	vsnprintf(e->why, sizeof(e->why), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+#define E2E_CHECK(e, cond, ...)                                                                    \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			return e2e_fail(e, __VA_ARGS__);                                           \
+	} while (0)
+
+static uint64_t e2e_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void e2e_sleep_ms(unsigned int ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* ---- processes ---- */
+
+/* Starts argv with stdout and stderr into out (a file path); returns the pid or -errno. */
+static pid_t e2e_spawn(const char *out, char *const argv[])
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0)
+			_exit(126);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits for pid up to timeout_ms; returns its exit status, 128+signal, or -ETIMEDOUT. */
+static int e2e_wait(pid_t pid, unsigned int timeout_ms)
+{
+	uint64_t deadline = e2e_now_ms() + timeout_ms;
+	int status;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		if (r < 0)
+			return -errno;
+		if (e2e_now_ms() > deadline)
+			return -ETIMEDOUT;
+		e2e_sleep_ms(20);
+	}
+}
+
+static void e2e_kill(pid_t pid, int sig)
+{
+	if (pid > 0 && kill(pid, sig) == 0 && sig == SIGKILL)
+		e2e_wait(pid, 5000);
+}
+
+/* Runs argv to completion (output to out); returns its status. */
+static int e2e_run(const char *out, char *const argv[], unsigned int timeout_ms)
+{
+	pid_t pid = e2e_spawn(out, argv);
+	int ret;
+
+	if (pid < 0)
+		return pid;
+	ret = e2e_wait(pid, timeout_ms);
+	if (ret == -ETIMEDOUT)
+		e2e_kill(pid, SIGKILL);
+	return ret;
+}
+
+static bool e2e_file_has(const char *path, const char *needle)
+{
+	char buf[65536];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return false;
+	buf[n] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
+static void e2e_path(const struct e2e *e, char *out, size_t len, const char *pool, const char *what)
+{
+	snprintf(out, len, "%s/%s.%s", e->workdir, pool, what);
+}
+
+/* ---- pools, agents, clients ---- */
+
+static int e2e_pool_create(struct e2e *e, const char *pool, uint32_t slots)
+{
+	char layers[16], experts[16], nslots[16], bytes[32], out[512];
+	char *argv[] = {"moecache-demo-pool",
+			"create",
+			(char *)pool,
+			"--layers",
+			layers,
+			"--experts",
+			experts,
+			"--slots",
+			nslots,
+			"--expert-bytes",
+			bytes,
+			NULL};
+	char *fill[] = {"moecache-decode", "--pool", (char *)pool, "--fill", E2E_SHAPE, NULL};
+
+	snprintf(layers, sizeof(layers), "%u", E2E_LAYERS);
+	snprintf(experts, sizeof(experts), "%u", E2E_EXPERTS);
+	snprintf(nslots, sizeof(nslots), "%u", slots);
+	snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)e->expert_bytes);
+	e2e_path(e, out, sizeof(out), pool, "create");
+	E2E_CHECK(e, e2e_run(out, argv, 30000) == 0, "cannot create pool %s", pool);
+	e2e_path(e, out, sizeof(out), pool, "fill");
+	E2E_CHECK(e, e2e_run(out, fill, 120000) == 0, "cannot fill pool %s", pool);
+	return 0;
+}
+
+static void e2e_pool_destroy(struct e2e *e, const char *pool)
+{
+	char out[512];
+	char *argv[] = {"moecache-demo-pool", "destroy", (char *)pool, NULL};
+
+	e2e_path(e, out, sizeof(out), pool, "destroy");
+	e2e_run(out, argv, 30000);
+}
+
+/* Starts moecached on pool (extra: more flags, NULL-terminated); log receives its stderr. */
+static pid_t e2e_agent_start(struct e2e *e, const char *pool, const char *log,
+			     const char *const *extra)
+{
+	char *argv[24] = {"moecached", "--pool", (char *)pool, "--foreground", "--log-level", "7"};
+	int n = 6;
+
+	for (; extra && *extra && n < 23; extra++)
+		argv[n++] = (char *)*extra;
+	argv[n] = NULL;
+	return e2e_spawn(log, argv);
+}
+
+/* Waits until the agent's log says it serves the pool. */
+static int e2e_agent_ready(struct e2e *e, const char *log, unsigned int timeout_ms)
+{
+	uint64_t deadline = e2e_now_ms() + timeout_ms;
+
+	while (!e2e_file_has(log, "serving:")) {
+		E2E_CHECK(e, e2e_now_ms() < deadline, "the agent did not start (see %s)", log);
+		e2e_sleep_ms(20);
+	}
+	return 0;
+}
+
+/* SIGTERM, and the agent must exit 0. */
+static int e2e_agent_stop(struct e2e *e, pid_t pid)
+{
+	int ret;
+
+	kill(pid, SIGTERM);
+	ret = e2e_wait(pid, 30000);
+	if (ret == -ETIMEDOUT)
+		e2e_kill(pid, SIGKILL);
+	E2E_CHECK(e, ret == 0, "the agent exited with %d on SIGTERM", ret);
+	return 0;
+}
+
+/* A decode client on the OLMoE trace; extra (may be NULL) is one more flag. */
+static pid_t e2e_decode_run(struct e2e *e, const char *pool, const char *out, uint32_t start,
+			    uint32_t steps, const char *extra)
+{
+	char s_start[16], s_steps[16];
+	char *argv[] = {"moecache-decode", "--pool", (char *)pool,  "--trace", e->trace,
+			"--start-token",   s_start,  "--steps",	    s_steps,   E2E_SHAPE,
+			"--timeout-ms",	   "120000", (char *)extra, NULL};
+
+	snprintf(s_start, sizeof(s_start), "%u", start);
+	snprintf(s_steps, sizeof(s_steps), "%u", steps);
+	return e2e_spawn(out, argv);
+}
+
+static pid_t e2e_decode_start(struct e2e *e, const char *pool, const char *out, uint32_t start,
+			      uint32_t steps)
+{
+	return e2e_decode_run(e, pool, out, start, steps, NULL);
+}
+
+/* A decode client's exit status must be 0 and its report say verified=ok. */
+static int e2e_decode_verdict(struct e2e *e, int status, const char *out)
+{
+	E2E_CHECK(e, status == 0, "a decode client exited with %d (see %s)", status, out);
+	E2E_CHECK(e, e2e_file_has(out, "verified=ok"), "a decode client did not verify (%s)", out);
+	return 0;
+}
+
+static int e2e_decode_check(struct e2e *e, pid_t pid, const char *out, unsigned int timeout_ms)
+{
+	int ret = e2e_wait(pid, timeout_ms);
+
+	if (ret == -ETIMEDOUT)
+		e2e_kill(pid, SIGKILL);
+	return e2e_decode_verdict(e, ret, out);
+}
+
+static int e2e_client(struct e2e *e, const char *pool, struct moecache **out)
+{
+	int ret = moecache_open_attach(pool, MOECACHE_ROLE_CLIENT, out);
+
+	E2E_CHECK(e, ret == 0, "attach to %s as client: %s", pool, strerror(-ret));
+	return 0;
+}
+
+static int e2e_stats(struct e2e *e, const char *pool, struct moecache_stats *st)
+{
+	struct moecache *mc;
+	int ret;
+
+	if (e2e_client(e, pool, &mc))
+		return -1;
+	ret = moecache_stats(mc, MOECACHE_NONE, st);
+	moecache_close(mc);
+	E2E_CHECK(e, ret == 0, "stats of %s: %s", pool, strerror(-ret));
+	return 0;
+}
+
+/* ---- the tests ---- */
+
+static int test_miss_becomes_hit(struct e2e *e)
+{
+	const char *pool = "e2e-miss-hit";
+	struct moecache_acquire_result ra, rb;
+	struct moecache *a = NULL, *b = NULL;
+	uint32_t expert = 5, slot_a, slot_b;
+	char log[512];
+	pid_t agent;
+	int ret = -1;
+
+	if (e2e_pool_create(e, pool, 64))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	agent = e2e_agent_start(e, pool, log, NULL);
+	if (e2e_agent_ready(e, log, 30000) || e2e_client(e, pool, &a) || e2e_client(e, pool, &b))
+		goto out;
+	ret = moecache_acquire(a, 3, &expert, 1, &slot_a, MOECACHE_ACQ_WAIT, 30000, &ra);
+	if (ret || ra.n_hits != 0 || ra.n_pinned != 1) {
+		ret = e2e_fail(e, "client A: acquire %d, hits %u (want a miss that gets pinned)",
+			       ret, ra.n_hits);
+		goto out;
+	}
+	moecache_release(a, &slot_a, 1);
+	ret = moecache_acquire(b, 3, &expert, 1, &slot_b, MOECACHE_ACQ_NO_QUEUE, 0, &rb);
+	if (ret || rb.n_hits != 1 || slot_b != slot_a)
+		ret = e2e_fail(e, "client B: acquire %d, hits %u, slot %u vs %u (want A's slot)",
+			       ret, rb.n_hits, slot_b, slot_a);
+	else
+		ret = moecache_release(b, &slot_b, 1);
+out:
+	moecache_close(a);
+	moecache_close(b);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+static int test_kill9_clients_finish(struct e2e *e)
+{
+	const char *pool = "e2e-kill9";
+	char log[512], log2[512], out[4][512];
+	pid_t agent, clients[4];
+	struct moecache_stats st;
+	int ret = 0;
+
+	if (e2e_pool_create(e, pool, 256))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, log2, sizeof(log2), pool, "agent2");
+	agent = e2e_agent_start(e, pool, log, NULL);
+	if (e2e_agent_ready(e, log, 30000))
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "client%d", i);
+		e2e_path(e, out[i], sizeof(out[i]), pool, name);
+		clients[i] = e2e_decode_start(e, pool, out[i], (uint32_t)i * 60, 40);
+	}
+	/* Kill the agent while the clients are busy, and leave them without one a while. */
+	while (!e2e_stats(e, pool, &st) && st.resident < 128 &&
+	       e2e_wait(clients[0], 0) == -ETIMEDOUT)
+		e2e_sleep_ms(50);
+	e2e_kill(agent, SIGKILL);
+	e2e_sleep_ms(1000);
+	if (e2e_stats(e, pool, &st))
+		ret = -1;
+	else if (st.agent_pid != 0 || st.filling != 0 || st.resident < 128)
+		ret = e2e_fail(e,
+			       "after kill -9: agent_pid %u, filling %u, resident %u (want 0, 0, "
+			       ">= 128)",
+			       st.agent_pid, st.filling, st.resident);
+	for (int i = 0; i < 4 && !ret; i++)
+		if (e2e_wait(clients[i], 0) != -ETIMEDOUT)
+			ret = e2e_fail(e, "client %d ended while no agent was attached", i);
+	agent = e2e_agent_start(e, pool, log2, NULL);
+	if (e2e_agent_ready(e, log2, 30000))
+		ret = -1;
+	if (!ret && !e2e_file_has(log2, "warm restart"))
+		ret = e2e_fail(e, "the new agent did not adopt the bank (see %s)", log2);
+	for (int i = 0; i < 4; i++)
+		if (e2e_decode_check(e, clients[i], out[i], 300000))
+			ret = -1;
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+static int test_warm_restart_keeps_residency(struct e2e *e)
+{
+	const char *pool = "e2e-warm";
+	uint32_t before[256], after[256];
+	struct moecache *mc = NULL;
+	char log[512], log2[512], out[512];
+	pid_t agent, client;
+	int ret = -1;
+
+	if (e2e_pool_create(e, pool, 256))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, log2, sizeof(log2), pool, "agent2");
+	e2e_path(e, out, sizeof(out), pool, "client");
+	agent = e2e_agent_start(e, pool, log, NULL);
+	if (e2e_agent_ready(e, log, 30000))
+		goto out;
+	client = e2e_decode_start(e, pool, out, 0, 10);
+	if (e2e_decode_check(e, client, out, 120000) || e2e_client(e, pool, &mc))
+		goto out;
+	moecache_map_snapshot(moecache_map(mc), before, NULL);
+	e2e_kill(agent, SIGKILL);
+	agent = e2e_agent_start(e, pool, log2, NULL);
+	if (e2e_agent_ready(e, log2, 30000))
+		goto out;
+	moecache_map_snapshot(moecache_map(mc), after, NULL);
+	ret = 0;
+	for (uint32_t s = 0; s < 256 && !ret; s++)
+		if (before[s] != after[s] || before[s] == MOECACHE_NONE)
+			ret = e2e_fail(e, "slot %u held %#x before the restart, %#x after", s,
+				       before[s], after[s]);
+out:
+	moecache_close(mc);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+static int test_no_half_copied_slot(struct e2e *e)
+{
+	static const char *const slow[] = {"--copy-delay-us", "3000", "--copy-threads", "3", NULL};
+	const char *pool = "e2e-half";
+	char log[512], out[2][512];
+	struct moecache_stats st;
+	pid_t agent, clients[2];
+	uint32_t saw_filling = 0;
+	int ret = 0, status0;
+
+	if (e2e_pool_create(e, pool, 128))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	agent = e2e_agent_start(e, pool, log, slow);
+	if (e2e_agent_ready(e, log, 30000))
+		return -1;
+	for (int i = 0; i < 2; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "client%d", i);
+		e2e_path(e, out[i], sizeof(out[i]), pool, name);
+		clients[i] = e2e_decode_start(e, pool, out[i], (uint32_t)i * 100, 12);
+	}
+	/* Sample while they run: the slow copies must really leave slots half-written. */
+	while ((status0 = e2e_wait(clients[0], 0)) == -ETIMEDOUT && !e2e_stats(e, pool, &st)) {
+		if (st.filling > saw_filling)
+			saw_filling = st.filling;
+		e2e_sleep_ms(50);
+	}
+	if (status0 == -ETIMEDOUT) {
+		status0 = e2e_wait(clients[0], 300000);
+		if (status0 == -ETIMEDOUT)
+			e2e_kill(clients[0], SIGKILL);
+	}
+	if (e2e_decode_verdict(e, status0, out[0]))
+		ret = -1;
+	if (e2e_decode_check(e, clients[1], out[1], 300000))
+		ret = -1;
+	if (!ret && saw_filling == 0)
+		ret = e2e_fail(e, "no slot was ever seen filling: the test did not race copies");
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+static int test_no_eviction_bank_holds_all(struct e2e *e)
+{
+	const char *pool = "e2e-all";
+	const uint32_t all = E2E_LAYERS * E2E_EXPERTS;
+	struct moecache_stats st = {0};
+	char log[512], out[2][512];
+	pid_t agent, clients[2];
+	uint64_t deadline;
+	int ret = 0;
+
+	if (e2e_pool_create(e, pool, all))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	agent = e2e_agent_start(e, pool, log, NULL);
+	if (e2e_agent_ready(e, log, 30000))
+		return -1;
+	/* The agent fills the whole bank by itself. */
+	deadline = e2e_now_ms() + 120000;
+	while (!e2e_stats(e, pool, &st) && st.resident < all && e2e_now_ms() < deadline)
+		e2e_sleep_ms(100);
+	if (st.resident != all)
+		ret = e2e_fail(e, "the agent warmed %u of %u experts", st.resident, all);
+	for (int i = 0; i < 2; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "client%d", i);
+		e2e_path(e, out[i], sizeof(out[i]), pool, name);
+		clients[i] = e2e_decode_start(e, pool, out[i], (uint32_t)i * 100, 20);
+	}
+	for (int i = 0; i < 2; i++)
+		if (e2e_decode_check(e, clients[i], out[i], 300000))
+			ret = -1;
+	if (!ret && !e2e_stats(e, pool, &st) && (st.evictions != 0 || st.misses != 0))
+		ret = e2e_fail(e, "evictions %llu, misses %llu (want 0, 0)",
+			       (unsigned long long)st.evictions, (unsigned long long)st.misses);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+static int test_mid_run_attach_sees_residency(struct e2e *e)
+{
+	const char *pool = "e2e-midrun";
+	struct moecache_acquire_result res;
+	uint32_t owner[256], map[E2E_LAYERS * E2E_EXPERTS], experts[E2E_EXPERTS],
+	    slots[E2E_EXPERTS];
+	const struct moecache_map *m;
+	struct moecache_stats st;
+	struct moecache *late = NULL;
+	char log[512], out[512];
+	uint32_t n = 0, resident = 0;
+	pid_t agent, client;
+	int ret = -1;
+
+	if (e2e_pool_create(e, pool, 256))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, out, sizeof(out), pool, "client");
+	agent = e2e_agent_start(e, pool, log, NULL);
+	if (e2e_agent_ready(e, log, 30000))
+		goto out;
+	client = e2e_decode_start(e, pool, out, 0, 60);
+	/* Attach while the first client is mid-run, once something is resident. */
+	do {
+		e2e_sleep_ms(100);
+	} while (!e2e_stats(e, pool, &st) && st.resident < 64 && e2e_wait(client, 0) == -ETIMEDOUT);
+	if (e2e_wait(client, 0) != -ETIMEDOUT) {
+		e2e_fail(e, "the first client ended before the late one attached");
+		goto out;
+	}
+	if (e2e_client(e, pool, &late))
+		goto out;
+	m = moecache_map(late);
+	moecache_map_snapshot(m, owner, map);
+	/* The late client's lock-free view, and pins on what it shows as resident. */
+	for (uint32_t x = 0; x < E2E_EXPERTS; x++)
+		if (map[x] != MOECACHE_NONE)
+			experts[n++] = x;
+	for (uint32_t i = 0; i < E2E_LAYERS * E2E_EXPERTS; i++)
+		resident += map[i] != MOECACHE_NONE;
+	if (resident == 0) {
+		e2e_fail(e, "the late client sees nothing resident");
+		goto out;
+	}
+	ret = n ? moecache_acquire(late, 0, experts, n, slots, MOECACHE_ACQ_NO_QUEUE, 0, &res) : 0;
+	if (ret || (n && res.n_hits == 0)) {
+		ret = e2e_fail(e, "acquire of %u experts the map shows resident: %d, %u hits", n,
+			       ret, n ? res.n_hits : 0);
+		goto out;
+	}
+	moecache_release(late, slots, n);
+	ret = e2e_decode_check(e, client, out, 300000);
+out:
+	moecache_close(late);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+static int test_sigterm_finishes_copies(struct e2e *e)
+{
+	static const char *const slow[] = {"--copy-delay-us", "20000", NULL};
+	const char *pool = "e2e-term";
+	struct moecache_stats st;
+	char log[512], out[512];
+	pid_t agent, client;
+	uint64_t deadline;
+	int ret = 0;
+
+	if (e2e_pool_create(e, pool, 64))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, out, sizeof(out), pool, "client");
+	agent = e2e_agent_start(e, pool, log, slow);
+	if (e2e_agent_ready(e, log, 30000))
+		return -1;
+	client = e2e_decode_start(e, pool, out, 0, 100);
+	/* Stop the agent while copies are in flight. */
+	deadline = e2e_now_ms() + 60000;
+	while (!e2e_stats(e, pool, &st) && st.filling == 0 && e2e_now_ms() < deadline)
+		e2e_sleep_ms(5);
+	if (st.filling == 0)
+		ret = e2e_fail(e, "no copy was ever in flight");
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	if (!ret && !e2e_stats(e, pool, &st) && (st.filling != 0 || st.aborts != 0))
+		ret = e2e_fail(e, "after SIGTERM: filling %u, aborts %llu (want 0, 0)", st.filling,
+			       (unsigned long long)st.aborts);
+	if (!ret && !e2e_file_has(log, "stopped cleanly"))
+		ret = e2e_fail(e, "the agent did not report a clean stop (see %s)", log);
+	e2e_kill(client, SIGKILL);
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+static int test_prefetch_hints_served(struct e2e *e)
+{
+	const char *pool = "e2e-prefetch";
+	struct moecache_stats st;
+	char log[512], out[512];
+	pid_t agent, client;
+	int ret = 0;
+
+	if (e2e_pool_create(e, pool, 256))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, out, sizeof(out), pool, "client");
+	agent = e2e_agent_start(e, pool, log, NULL);
+	if (e2e_agent_ready(e, log, 30000))
+		return -1;
+	client = e2e_decode_run(e, pool, out, 0, 20, "--prefetch");
+	if (e2e_decode_check(e, client, out, 300000))
+		ret = -1;
+	if (!ret && !e2e_stats(e, pool, &st) && (st.prefetches == 0 || st.prefetch_hits == 0))
+		ret = e2e_fail(e, "prefetches %llu, prefetch hits %llu (want both > 0)",
+			       (unsigned long long)st.prefetches,
+			       (unsigned long long)st.prefetch_hits);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+/* The number after key= in a file (the last occurrence), or -1. */
+static long long e2e_file_number(const char *path, const char *key)
+{
+	char buf[65536], *p, *last = NULL;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	for (p = buf; (p = strstr(p, key)); p++)
+		last = p;
+	return last ? strtoll(last + strlen(key), NULL, 10) : -1;
+}
+
+static int test_parked_prefetch_promoted(struct e2e *e)
+{
+	const char *pool = "e2e-parked";
+	char log[512], out[512];
+	long long parked, promoted;
+	pid_t agent, client;
+	int ret = 0;
+
+	/* 64 slots, fewer than one step's 128 experts: every slot belongs to the
+	 * current step, so the agent declines the hints and parks them. */
+	if (e2e_pool_create(e, pool, 64))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, out, sizeof(out), pool, "client");
+	agent = e2e_agent_start(e, pool, log, NULL);
+	if (e2e_agent_ready(e, log, 30000))
+		return -1;
+	client = e2e_decode_run(e, pool, out, 0, 6, "--prefetch");
+	if (e2e_decode_check(e, client, out, 300000))
+		ret = -1;
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	parked = e2e_file_number(log, "parked=");
+	promoted = e2e_file_number(log, "promoted=");
+	if (!ret && (parked <= 0 || promoted <= 0))
+		ret = e2e_fail(e, "parked %lld, promoted %lld (want both > 0)", parked, promoted);
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+static const struct e2e_test e2e_tests[] = {
+    {"basic_miss_becomes_hit", "one client's miss is another client's hit on the same slot",
+     test_miss_becomes_hit},
+    {"lifetime_agent_kill9_clients_finish",
+     "kill -9 of the agent under 4 decoding clients: they wait, then finish verified after a "
+     "restart",
+     test_kill9_clients_finish},
+    {"lifetime_warm_restart_keeps_residency",
+     "a restarted agent adopts the bank and keeps every resident slot",
+     test_warm_restart_keeps_residency},
+    {"concurrency_no_half_copied_slot",
+     "with slowed copies, every pinned slot a client reads equals the host pages",
+     test_no_half_copied_slot},
+    {"basic_no_eviction_bank_holds_all",
+     "a bank that holds every expert is warmed and never evicts or misses",
+     test_no_eviction_bank_holds_all},
+    {"basic_mid_run_attach_sees_residency",
+     "a client attaching mid-run sees and pins the residency the first one built",
+     test_mid_run_attach_sees_residency},
+    {"basic_prefetch_hints_served",
+     "next-layer hints are filled and later hit, and the hinting client verifies",
+     test_prefetch_hints_served},
+    {"concurrency_parked_prefetch_promoted",
+     "hints declined while every slot is in use are served once a client asks for them",
+     test_parked_prefetch_promoted},
+    {"lifetime_sigterm_finishes_copies",
+     "SIGTERM with copies in flight commits them and exits 0, aborting nothing",
+     test_sigterm_finishes_copies},
+};
+
+/* The last lines of every log so far, to stderr: in the VM nothing else survives. */
+static void e2e_dump_logs(const struct e2e *e)
+{
+	char cmd[800];
+
+	snprintf(cmd, sizeof(cmd),
+		 "for f in '%s'/*; do echo \"== $f\"; tail -n 12 \"$f\"; done >&2", e->workdir);
+	if (system(cmd))
+		fprintf(stderr, "e2e: cannot show the logs in %s\n", e->workdir);
+}
+
+static int e2e_setup(struct e2e *e)
+{
+	char *argv[] = {"moecache-decode", "--print-expert-bytes", E2E_SHAPE, NULL};
+	char out[512], buf[64] = {0};
+	int fd;
+
+	snprintf(e->trace, sizeof(e->trace), "%s/olmoe-1b-7b.decode.jsonl", e->traces);
+	if (access(e->trace, R_OK))
+		return e2e_fail(e, "no trace at %s (--traces DIR)", e->trace);
+	snprintf(e->workdir, sizeof(e->workdir), "%s/moecache-e2e.XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(e->workdir))
+		return e2e_fail(e, "mkdtemp: %s", strerror(errno));
+	snprintf(out, sizeof(out), "%s/expert-bytes", e->workdir);
+	if (e2e_run(out, argv, 10000))
+		return e2e_fail(e, "moecache-decode not on PATH");
+	fd = open(out, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) <= 0)
+		return e2e_fail(e, "cannot read %s", out);
+	close(fd);
+	e->expert_bytes = strtoull(buf, NULL, 10);
+	return e->expert_bytes ? 0 : e2e_fail(e, "bad expert size '%s'", buf);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"traces", required_argument, NULL, 't'},
+	    {"only", required_argument, NULL, 'o'},
+	    {"keep-logs", no_argument, NULL, 'k'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct e2e e = {.traces = "/traces"};
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (opt == 't')
+			e.traces = optarg;
+		else if (opt == 'o')
+			e.only = optarg;
+		else if (opt == 'k')
+			e.keep_logs = true;
+		else
+			return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (e2e_setup(&e)) {
+		printf("not ok 1 - setup # %s\ne2e: 0 passed, 1 failed\n", e.why);
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(e2e_tests) / sizeof(e2e_tests[0]); i++) {
+		const struct e2e_test *t = &e2e_tests[i];
+		uint64_t t0 = e2e_now_ms();
+		int ret;
+
+		if (e.only && strcmp(e.only, t->name))
+			continue;
+		e.why[0] = '\0';
+		ret = t->run(&e);
+		e.n++;
+		if (ret || e.why[0]) {
+			e.failed++;
+			printf("not ok %d - %s # %s: %s\n", e.n, t->name, t->description,
+			       e.why[0] ? e.why : "failed");
+			fflush(stdout);
+			e2e_dump_logs(&e);
+		} else {
+			e.passed++;
+			printf("ok %d - %s # %s (%.1f s)\n", e.n, t->name, t->description,
+			       (e2e_now_ms() - t0) / 1000.0);
+		}
+		fflush(stdout);
+	}
+	printf("e2e: %d passed, %d failed\n", e.passed, e.failed);
+	if (!e.keep_logs && e.failed == 0) {
+		char cmd[600];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e.workdir);
+		if (system(cmd))
+			fprintf(stderr, "e2e: could not remove %s\n", e.workdir);
+	} else {
+		fprintf(stderr, "e2e: logs in %s\n", e.workdir);
+	}
+	return e.failed ? 1 : 0;
+}

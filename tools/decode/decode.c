@@ -1,0 +1,720 @@
+// SPDX-License-Identifier: MIT
+/*
+ * moecache-decode: a verifying decode client.
+ *
+ * Replays a routing trace through the pool's MoE layers as an inference
+ * process would: per step and layer, one ACQUIRE (releasing the previous
+ * layer's pins in the same call) of the trace's top-k experts, the SwiGLU
+ * expert FFN over the weights in the bank slots, and the same FFN (same
+ * code, same order) over the host pages: the two outputs must be equal bit
+ * for bit. Expert weights are a deterministic function of (seed, layer,
+ * expert) (kernels/ref), so --fill (as the pool's loader) writes them and
+ * every client can check them.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "libmoecache.h"
+#include "ref/moe_ref.h"
+#include "trace/trace.h"
+
+enum {
+	EXIT_MISMATCH = 1,
+	EXIT_USAGE = 2,
+	EXIT_RUNTIME = 3,
+};
+
+struct decode_opts {
+	const char *pool;
+	const char *device;
+	const char *trace;
+	const char *prompt;
+	const char *phase;
+	const char *label;
+	uint32_t steps; /* 0: the rest of the trace */
+	uint32_t start;
+	uint32_t timeout_ms;
+	uint64_t seed;
+	struct moe_ffn_shape shape;
+	bool fill;
+	bool print_expert_bytes;
+	bool prefetch;
+	bool keep_waiting;
+	bool check_weights;
+	bool json;
+};
+
+struct decode_counts {
+	uint64_t steps, acquires, hits, misses, lookup_hits, prefetched, remote;
+	uint64_t wait_ns, mismatches, weight_errors;
+	double seconds;
+};
+
+struct decode_client {
+	const struct decode_opts *o;
+	struct moecache *mc;
+	const struct moecache_pool_info *pi;
+	const struct moecache_map *map;
+	struct moecache_bank_map bank;
+	uint32_t agent_epoch;
+	struct moe_trace *trace;
+	struct moe_trace_view steps; /* the selected prompt and phase, in order */
+	uint8_t *weights_checked;    /* [n_layers * n_local] */
+	float *x, *y_bank, *y_host, *h, *gate;
+	uint32_t *experts, *slots, *held, n_held, *next;
+	const void **rec_bank, **rec_host;
+	struct decode_counts c;
+};
+
+static const char decode_usage[] =
+    "usage: moecache-decode --pool NAME --trace FILE [options]\n"
+    "       moecache-decode --pool NAME --fill [--d-model N --d-ff N --dtype T --seed N]\n"
+    "  --trace FILE        routing trace (JSON lines, or a prompts file)\n"
+    "  --prompt NAME       prompt of a prompts file (default: the first)\n"
+    "  --phase P           decode (default) or prefill\n"
+    "  --steps N           steps to run (default: the rest of the trace; wraps around)\n"
+    "  --start-token T     first step of the trace\n"
+    "  --d-model N --d-ff N --dtype f32|bf16 --seed N   expert shape and weights\n"
+    "  --prefetch          hint each next layer's experts (from the trace)\n"
+    "  --timeout-ms N      longest wait for one acquire (default 60000, 0: none)\n"
+    "  --no-keep-waiting   fail when no agent is attached instead of waiting\n"
+    "  --no-check-weights  skip checking host pages against the generator\n"
+    "  --label NAME        name in the report\n"
+    "  --json              report as one JSON object\n"
+    "  --device PATH       the device node\n"
+    "  --fill              write every expert's weights into the host pages (loader)\n"
+    "  --print-expert-bytes  print the pool expert_bytes this shape needs, and exit\n";
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *end || *s == '-' || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+	uint64_t v;
+	int ret = parse_u64(s, UINT32_MAX, &v);
+
+	if (!ret)
+		*out = (uint32_t)v;
+	return ret;
+}
+
+static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
+{
+	enum {
+		O_POOL = 256,
+		O_DEVICE,
+		O_TRACE,
+		O_PROMPT,
+		O_PHASE,
+		O_STEPS,
+		O_START,
+		O_DMODEL,
+		O_DFF,
+		O_DTYPE,
+		O_SEED,
+		O_FILL,
+		O_PREFETCH,
+		O_TIMEOUT,
+		O_NO_KEEP,
+		O_NO_CHECK,
+		O_LABEL,
+		O_JSON,
+		O_PRINT_BYTES,
+		O_HELP,
+	};
+	static const struct option opts[] = {
+	    {"pool", required_argument, NULL, O_POOL},
+	    {"device", required_argument, NULL, O_DEVICE},
+	    {"trace", required_argument, NULL, O_TRACE},
+	    {"prompt", required_argument, NULL, O_PROMPT},
+	    {"phase", required_argument, NULL, O_PHASE},
+	    {"steps", required_argument, NULL, O_STEPS},
+	    {"start-token", required_argument, NULL, O_START},
+	    {"d-model", required_argument, NULL, O_DMODEL},
+	    {"d-ff", required_argument, NULL, O_DFF},
+	    {"dtype", required_argument, NULL, O_DTYPE},
+	    {"seed", required_argument, NULL, O_SEED},
+	    {"fill", no_argument, NULL, O_FILL},
+	    {"prefetch", no_argument, NULL, O_PREFETCH},
+	    {"timeout-ms", required_argument, NULL, O_TIMEOUT},
+	    {"no-keep-waiting", no_argument, NULL, O_NO_KEEP},
+	    {"no-check-weights", no_argument, NULL, O_NO_CHECK},
+	    {"label", required_argument, NULL, O_LABEL},
+	    {"json", no_argument, NULL, O_JSON},
+	    {"print-expert-bytes", no_argument, NULL, O_PRINT_BYTES},
+	    {"help", no_argument, NULL, O_HELP},
+	    {NULL, 0, NULL, 0},
+	};
+	int opt, ret = 0;
+
+	*o = (struct decode_opts){
+	    .timeout_ms = 60000,
+	    .seed = 1,
+	    .shape = {.dtype = MOE_DTYPE_F32, .d_model = 128, .d_ff = 256},
+	    .keep_waiting = true,
+	    .check_weights = true,
+	};
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (opt) {
+		case O_POOL:
+			o->pool = optarg;
+			break;
+		case O_DEVICE:
+			o->device = optarg;
+			break;
+		case O_TRACE:
+			o->trace = optarg;
+			break;
+		case O_PROMPT:
+			o->prompt = optarg;
+			break;
+		case O_PHASE:
+			o->phase = optarg;
+			break;
+		case O_LABEL:
+			o->label = optarg;
+			break;
+		case O_STEPS:
+			ret = parse_u32(optarg, &o->steps);
+			break;
+		case O_START:
+			ret = parse_u32(optarg, &o->start);
+			break;
+		case O_DMODEL:
+			ret = parse_u32(optarg, &o->shape.d_model);
+			break;
+		case O_DFF:
+			ret = parse_u32(optarg, &o->shape.d_ff);
+			break;
+		case O_TIMEOUT:
+			ret = parse_u32(optarg, &o->timeout_ms);
+			break;
+		case O_SEED:
+			ret = parse_u64(optarg, UINT64_MAX, &o->seed);
+			break;
+		case O_DTYPE:
+			if (!strcmp(optarg, "f32") || !strcmp(optarg, "fp32"))
+				o->shape.dtype = MOE_DTYPE_F32;
+			else if (!strcmp(optarg, "bf16"))
+				o->shape.dtype = MOE_DTYPE_BF16;
+			else
+				ret = -EINVAL;
+			break;
+		case O_FILL:
+			o->fill = true;
+			break;
+		case O_PREFETCH:
+			o->prefetch = true;
+			break;
+		case O_NO_KEEP:
+			o->keep_waiting = false;
+			break;
+		case O_NO_CHECK:
+			o->check_weights = false;
+			break;
+		case O_JSON:
+			o->json = true;
+			break;
+		case O_PRINT_BYTES:
+			o->print_expert_bytes = true;
+			break;
+		case O_HELP:
+			fputs(decode_usage, stdout);
+			exit(0);
+		default: /* an unknown option: getopt said which */
+			fputs(decode_usage, stderr);
+			return -EINVAL;
+		}
+		if (ret) {
+			const struct option *bad = opts;
+
+			while (bad->val != opt)
+				bad++;
+			fprintf(stderr, "moecache-decode: bad value '%s' for --%s\n%s", optarg,
+				bad->name, decode_usage);
+			return ret;
+		}
+	}
+	if (optind < argc || (!o->print_expert_bytes && (!o->pool || (!o->fill && !o->trace)))) {
+		fputs(decode_usage, stderr);
+		return -EINVAL;
+	}
+	if (moe_ffn_shape_check(&o->shape)) {
+		fprintf(stderr, "moecache-decode: d_model and d_ff must be multiples of %u\n",
+			MOE_DIM_MULTIPLE);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int decode_attach(const struct decode_opts *o, enum moecache_role role,
+			 struct moecache **out)
+{
+	struct moe_expert_layout l;
+	int ret;
+
+	ret = moecache_open(o->device, out);
+	if (!ret)
+		ret = moecache_attach(*out, o->pool, role);
+	if (ret) {
+		fprintf(stderr, "moecache-decode: attach to pool %s: %s\n", o->pool,
+			strerror(-ret));
+		moecache_close(*out);
+		*out = NULL;
+		return ret;
+	}
+	moe_expert_layout_get(o->shape.dtype, o->shape.d_model, o->shape.d_ff, &l);
+	if (moecache_pool(*out)->expert_bytes < l.bytes) {
+		fprintf(stderr,
+			"moecache-decode: pool %s has %llu-byte experts; this shape needs %llu\n",
+			o->pool, (unsigned long long)moecache_pool(*out)->expert_bytes,
+			(unsigned long long)l.bytes);
+		moecache_close(*out);
+		*out = NULL;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* --fill: the loader writes every expert of the pool's range. */
+static int decode_fill(const struct decode_opts *o)
+{
+	const struct moecache_pool_info *pi;
+	struct moecache *mc;
+	uint64_t t0 = now_ns();
+	uint32_t n = 0;
+	int ret;
+
+	ret = decode_attach(o, MOECACHE_ROLE_LOADER, &mc);
+	if (ret)
+		return EXIT_RUNTIME;
+	pi = moecache_pool(mc);
+	ret = moecache_host_map(mc, true, NULL, NULL);
+	if (!ret)
+		ret = moecache_load(mc, MOECACHE_LOAD_BEGIN);
+	for (uint32_t l = 0; !ret && l < pi->n_layers; l++)
+		for (uint32_t e = pi->expert_begin; !ret && e < pi->expert_end; e++, n++)
+			ret = moe_gen_expert(moecache_host_expert_rw(mc, l, e), pi->expert_bytes,
+					     &o->shape, o->seed, l, e);
+	if (!ret)
+		ret = moecache_load(mc, MOECACHE_LOAD_DONE);
+	if (ret) {
+		fprintf(stderr, "moecache-decode: fill pool %s: %s\n", o->pool, strerror(-ret));
+		moecache_close(mc);
+		return EXIT_RUNTIME;
+	}
+	printf("fill: pool=%s experts=%u host_bytes=%llu seconds=%.2f\n", o->pool, n,
+	       (unsigned long long)n * pi->expert_bytes, (now_ns() - t0) / 1e9);
+	moecache_close(mc);
+	return 0;
+}
+
+/* The bank, once the agent has set one; imported again if an agent replaced it. */
+static int decode_bank_refresh(struct decode_client *dc)
+{
+	struct moecache_bank_map fresh;
+	uint64_t deadline =
+	    now_ns() + (uint64_t)(dc->o->timeout_ms ? dc->o->timeout_ms : 600000) * 1000000u;
+	struct stat a, b;
+	int ret;
+
+	for (;;) {
+		ret = moecache_bank_import(dc->mc, &fresh);
+		if (ret != -ENODATA || now_ns() > deadline)
+			break;
+		usleep(20000);
+	}
+	if (ret)
+		return ret;
+	if (dc->bank.fd >= 0 && !fstat(dc->bank.fd, &a) && !fstat(fresh.fd, &b) &&
+	    a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
+		moecache_bank_unimport(&fresh);
+		return 0;
+	}
+	moecache_bank_unimport(&dc->bank);
+	dc->bank = fresh;
+	return 0;
+}
+
+/*
+ * The trace and the steps to replay: one prompt (--prompt, else the first)
+ * in one phase (--phase, else decode).
+ */
+static int decode_load_trace(struct decode_client *dc, char *err, size_t errlen)
+{
+	const struct decode_opts *o = dc->o;
+	enum moe_trace_phase phase = MOE_TRACE_DECODE;
+	const char *prompt;
+	int ret;
+
+	if (o->phase && moe_trace_phase_parse(o->phase, &phase)) {
+		snprintf(err, errlen, "phase '%s': decode, prefill or all", o->phase);
+		return -EINVAL;
+	}
+	ret = moe_trace_load(o->trace, &dc->trace, err, errlen);
+	if (ret)
+		return ret;
+	prompt = o->prompt ? o->prompt : dc->trace->prompts[0];
+	ret = moe_trace_select(dc->trace, prompt, phase, &dc->steps);
+	if (ret == -ENOENT)
+		snprintf(err, errlen, "%s: no prompt '%s'", o->trace, prompt);
+	else if (ret)
+		snprintf(err, errlen, "%s: %s", o->trace, strerror(-ret));
+	else if (dc->steps.n == 0) {
+		snprintf(err, errlen, "%s: no %s steps in prompt '%s'", o->trace,
+			 moe_trace_phase_name(phase), prompt);
+		ret = -EINVAL;
+	}
+	return ret;
+}
+
+static float *decode_alloc_floats(size_t n)
+{
+	return aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+}
+
+static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
+{
+	char err[512];
+	uint32_t k;
+	int ret;
+
+	memset(dc, 0, sizeof(*dc));
+	dc->o = o;
+	dc->bank.fd = -1;
+	ret = decode_load_trace(dc, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "moecache-decode: %s\n", err);
+		return ret;
+	}
+	ret = decode_attach(o, MOECACHE_ROLE_CLIENT, &dc->mc);
+	if (ret)
+		return ret;
+	dc->pi = moecache_pool(dc->mc);
+	dc->map = moecache_map(dc->mc);
+	if (dc->trace->n_layers > dc->pi->n_layers || dc->trace->n_experts > dc->pi->n_experts) {
+		fprintf(stderr,
+			"moecache-decode: the trace (%u layers x %u experts) does not fit pool %s "
+			"(%u layers x %u experts)\n",
+			dc->trace->n_layers, dc->trace->n_experts, o->pool, dc->pi->n_layers,
+			dc->pi->n_experts);
+		return -EINVAL;
+	}
+	ret = moecache_host_map(dc->mc, false, NULL, NULL);
+	if (ret) {
+		fprintf(stderr, "moecache-decode: map host pages: %s\n", strerror(-ret));
+		return ret;
+	}
+	dc->agent_epoch = moecache_map_agent_epoch(dc->map);
+	ret = decode_bank_refresh(dc);
+	if (ret) {
+		fprintf(stderr, "moecache-decode: import the bank: %s\n", strerror(-ret));
+		return ret;
+	}
+	k = dc->trace->top_k;
+	dc->weights_checked = calloc((size_t)dc->pi->n_layers * dc->pi->n_local, 1);
+	dc->x = decode_alloc_floats(o->shape.d_model);
+	dc->y_bank = decode_alloc_floats(o->shape.d_model);
+	dc->y_host = decode_alloc_floats(o->shape.d_model);
+	dc->h = decode_alloc_floats((size_t)k * o->shape.d_ff);
+	dc->gate = decode_alloc_floats(k);
+	dc->experts = calloc(k, sizeof(uint32_t));
+	dc->next = calloc(k, sizeof(uint32_t));
+	dc->slots = calloc(k, sizeof(uint32_t));
+	dc->held = calloc(k, sizeof(uint32_t));
+	dc->rec_bank = calloc(k, sizeof(void *));
+	dc->rec_host = calloc(k, sizeof(void *));
+	if (!dc->weights_checked || !dc->x || !dc->y_bank || !dc->y_host || !dc->h || !dc->gate ||
+	    !dc->experts || !dc->next || !dc->slots || !dc->held || !dc->rec_bank || !dc->rec_host)
+		return -ENOMEM;
+	return 0;
+}
+
+static void decode_teardown(struct decode_client *dc)
+{
+	moecache_bank_unimport(&dc->bank);
+	moecache_close(dc->mc);
+	moe_trace_view_free(&dc->steps);
+	moe_trace_free(dc->trace);
+	free(dc->weights_checked);
+	free(dc->x);
+	free(dc->y_bank);
+	free(dc->y_host);
+	free(dc->h);
+	free(dc->gate);
+	free(dc->experts);
+	free(dc->next);
+	free(dc->slots);
+	free(dc->held);
+	free(dc->rec_bank);
+	free(dc->rec_host);
+}
+
+/* The trace's experts of (step, layer) that lie in the pool's range. */
+static uint32_t decode_local_experts(struct decode_client *dc, uint32_t step, uint32_t layer,
+				     uint32_t *out)
+{
+	uint32_t n_ids, n = 0;
+	const uint32_t *ids = moe_trace_layer(dc->steps.tokens[step], layer, &n_ids);
+
+	for (uint32_t k = 0; k < n_ids; k++) {
+		bool dup = false;
+
+		if (ids[k] < dc->pi->expert_begin || ids[k] >= dc->pi->expert_end)
+			continue; /* another rank's */
+		for (uint32_t j = 0; j < n; j++)
+			dup |= out[j] == ids[k];
+		if (!dup)
+			out[n++] = ids[k];
+	}
+	dc->c.remote += n_ids - n;
+	return n;
+}
+
+/* The token's input: deterministic, so every client of the same token agrees. */
+static void decode_embed(struct decode_client *dc, uint32_t token)
+{
+	uint64_t stream = moe_gen_stream(dc->o->seed ^ 0x656d626564ull, token, 0, 0);
+
+	for (uint32_t i = 0; i < dc->o->shape.d_model; i++)
+		dc->x[i] = moe_gen_value(stream, i) * 32.0f;
+}
+
+/* Residual stream normalised to unit RMS, so values stay in range over the layers. */
+static void decode_normalize(struct decode_client *dc, const float *y)
+{
+	double ss = 0;
+
+	for (uint32_t i = 0; i < dc->o->shape.d_model; i++)
+		ss += (double)y[i] * y[i];
+	ss = sqrt(ss / dc->o->shape.d_model + 1e-6);
+	for (uint32_t i = 0; i < dc->o->shape.d_model; i++)
+		dc->x[i] = (float)(y[i] / ss);
+}
+
+static void decode_report_mismatch(struct decode_client *dc, uint32_t step, uint32_t layer,
+				   uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		bool same = !memcmp(dc->rec_bank[k], dc->rec_host[k], dc->pi->expert_bytes);
+
+		fprintf(stderr,
+			"moecache-decode: MISMATCH step %u layer %u expert %u slot %u (bank %s "
+			"host now)\n",
+			step, layer, dc->experts[k], dc->slots[k], same ? "==" : "!=");
+	}
+}
+
+static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
+{
+	const struct decode_opts *o = dc->o;
+	struct moecache_acquire_result res;
+	uint32_t flags = MOECACHE_ACQ_WAIT | (o->keep_waiting ? MOECACHE_ACQ_KEEP_WAITING : 0);
+	uint32_t n = decode_local_experts(dc, step, layer, dc->experts);
+	uint64_t t0;
+	int ret;
+
+	if (n == 0)
+		return 0;
+	if (o->prefetch && layer + 1 < dc->trace->n_layers) {
+		uint32_t nn = decode_local_experts(dc, step, layer + 1, dc->next), queued = 0;
+
+		if (nn && !moecache_prefetch(dc->mc, layer + 1, dc->next, nn, &queued))
+			dc->c.prefetched += queued;
+	}
+	/* The lock-free look-up an engine uses to plan its kernels; acquire pins. */
+	ret = moecache_map_lookup(dc->map, layer, dc->experts, n, dc->slots);
+	if (ret > 0)
+		dc->c.lookup_hits += ret;
+
+	t0 = now_ns();
+	ret = moecache_acquire_release(dc->mc, dc->held, dc->n_held, layer, dc->experts, n,
+				       dc->slots, flags, o->timeout_ms, &res);
+	if (ret == -EINTR)
+		return ret;
+	/* The release is done even when the wait failed. */
+	dc->n_held = 0;
+	if (ret) {
+		fprintf(stderr, "moecache-decode: acquire step %u layer %u: %s\n", step, layer,
+			strerror(-ret));
+		return ret;
+	}
+	dc->c.acquires++;
+	dc->c.hits += res.n_hits;
+	dc->c.misses += n - res.n_hits;
+	if (res.n_hits < n)
+		dc->c.wait_ns += now_ns() - t0;
+
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t idx = moecache_map_idx(dc->map, layer, dc->experts[k]);
+
+		dc->rec_bank[k] = moecache_bank_slot(&dc->bank, dc->slots[k]);
+		dc->rec_host[k] = moecache_host_expert(dc->mc, layer, dc->experts[k]);
+		dc->gate[k] = 1.0f / (float)n;
+		if (!dc->rec_bank[k] || !dc->rec_host[k])
+			return -EPROTO;
+		if (o->check_weights && !dc->weights_checked[idx]) {
+			if (moe_gen_expert_check(dc->rec_host[k], dc->pi->expert_bytes, &o->shape,
+						 o->seed, layer, dc->experts[k])) {
+				fprintf(stderr,
+					"moecache-decode: host pages of %u/%u do not hold the "
+					"generated weights (pool not filled with this shape and "
+					"seed?)\n",
+					layer, dc->experts[k]);
+				dc->c.weight_errors++;
+			}
+			dc->weights_checked[idx] = 1;
+		}
+	}
+	memcpy(dc->y_bank, dc->x, o->shape.d_model * sizeof(float));
+	memcpy(dc->y_host, dc->x, o->shape.d_model * sizeof(float));
+	moe_ref_ffn_token(&o->shape, n, dc->rec_bank, dc->gate, dc->x, dc->h, dc->y_bank);
+	moe_ref_ffn_token(&o->shape, n, dc->rec_host, dc->gate, dc->x, dc->h, dc->y_host);
+	if (memcmp(dc->y_bank, dc->y_host, o->shape.d_model * sizeof(float))) {
+		dc->c.mismatches++;
+		if (dc->c.mismatches <= 5)
+			decode_report_mismatch(dc, step, layer, n);
+	}
+	decode_normalize(dc, dc->y_host);
+	/* Pins are held over the expert work and dropped by the next acquire. */
+	memcpy(dc->held, dc->slots, n * sizeof(uint32_t));
+	dc->n_held = n;
+	return 0;
+}
+
+static int decode_run(struct decode_client *dc)
+{
+	uint32_t n_steps = dc->steps.n;
+	uint32_t steps = dc->o->steps ? dc->o->steps : n_steps - dc->o->start % n_steps;
+	uint64_t t0 = now_ns();
+	int ret = 0;
+
+	for (uint32_t s = 0; s < steps && !ret; s++) {
+		uint32_t step = (dc->o->start + s) % n_steps;
+		uint32_t epoch = moecache_map_agent_epoch(dc->map);
+
+		if (epoch != dc->agent_epoch) {
+			/* A new agent: the bank is normally the same one (warm restart). */
+			dc->agent_epoch = epoch;
+			ret = decode_bank_refresh(dc);
+			if (ret)
+				break;
+		}
+		decode_embed(dc, step);
+		for (uint32_t l = 0; l < dc->trace->n_layers && !ret; l++)
+			ret = decode_layer(dc, step, l);
+		if (!ret)
+			dc->c.steps++;
+	}
+	if (dc->n_held)
+		moecache_release(dc->mc, dc->held, dc->n_held);
+	dc->n_held = 0;
+	dc->c.seconds = (now_ns() - t0) / 1e9;
+	return ret;
+}
+
+static void decode_report(const struct decode_client *dc, int run_ret)
+{
+	const struct decode_counts *c = &dc->c;
+	const struct decode_opts *o = dc->o;
+	uint64_t asked = c->hits + c->misses;
+	double hit_rate = asked ? (double)c->hits / asked : 0.0;
+	const char *verified = run_ret || c->mismatches || c->weight_errors ? "FAILED" : "ok";
+
+	if (o->json) {
+		json_object *j = json_object_new_object();
+
+		json_object_object_add(j, "pool", json_object_new_string(o->pool));
+		if (o->label)
+			json_object_object_add(j, "label", json_object_new_string(o->label));
+		json_object_object_add(j, "start", json_object_new_int64(o->start));
+		json_object_object_add(j, "steps", json_object_new_int64(c->steps));
+		json_object_object_add(j, "layers", json_object_new_int64(dc->trace->n_layers));
+		json_object_object_add(j, "top_k", json_object_new_int64(dc->trace->top_k));
+		json_object_object_add(j, "hits", json_object_new_int64(c->hits));
+		json_object_object_add(j, "misses", json_object_new_int64(c->misses));
+		json_object_object_add(j, "hit_rate", json_object_new_double(hit_rate));
+		json_object_object_add(j, "lookup_hits", json_object_new_int64(c->lookup_hits));
+		json_object_object_add(j, "prefetched", json_object_new_int64(c->prefetched));
+		json_object_object_add(j, "remote", json_object_new_int64(c->remote));
+		json_object_object_add(j, "wait_ms", json_object_new_double(c->wait_ns / 1e6));
+		json_object_object_add(j, "seconds", json_object_new_double(c->seconds));
+		json_object_object_add(
+		    j, "steps_per_s",
+		    json_object_new_double(c->seconds ? c->steps / c->seconds : 0));
+		json_object_object_add(j, "mismatches", json_object_new_int64(c->mismatches));
+		json_object_object_add(j, "weight_errors", json_object_new_int64(c->weight_errors));
+		json_object_object_add(j, "verified", json_object_new_string(verified));
+		puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+		json_object_put(j);
+	} else {
+		printf("decode:%s%s pool=%s start=%u steps=%llu layers=%u top_k=%u hits=%llu "
+		       "misses=%llu hit_rate=%.3f wait_ms=%.1f steps_per_s=%.2f mismatches=%llu "
+		       "verified=%s\n",
+		       o->label ? " " : "", o->label ? o->label : "", o->pool, o->start,
+		       (unsigned long long)c->steps, dc->trace->n_layers, dc->trace->top_k,
+		       (unsigned long long)c->hits, (unsigned long long)c->misses, hit_rate,
+		       c->wait_ns / 1e6, c->seconds ? c->steps / c->seconds : 0.0,
+		       (unsigned long long)c->mismatches, verified);
+	}
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	struct decode_client dc;
+	struct decode_opts o;
+	int ret;
+
+	if (decode_parse_args(argc, argv, &o))
+		return EXIT_USAGE;
+	if (o.print_expert_bytes) {
+		struct moe_expert_layout l;
+		long page = sysconf(_SC_PAGESIZE);
+
+		moe_expert_layout_get(o.shape.dtype, o.shape.d_model, o.shape.d_ff, &l);
+		printf("%llu\n", (unsigned long long)moe_align_up(l.bytes, (uint64_t)page));
+		return 0;
+	}
+	if (o.fill)
+		return decode_fill(&o);
+	ret = decode_setup(&dc, &o);
+	if (ret) {
+		decode_teardown(&dc);
+		return EXIT_RUNTIME;
+	}
+	ret = decode_run(&dc);
+	decode_report(&dc, ret);
+	decode_teardown(&dc);
+	if (ret)
+		return EXIT_RUNTIME;
+	return dc.c.mismatches || dc.c.weight_errors ? EXIT_MISMATCH : 0;
+}

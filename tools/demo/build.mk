@@ -1,0 +1,25 @@
+# `make demo`: four verifying decode clients sharing one pool through moecached,
+# in the test VM (VM=0: on this host, as root, with the module loadable).
+MOECACHE_DEMO_POOL := $(BIN)/moecache-demo-pool
+MOECACHE_DEMO      := $(BIN)/moecache-demo
+VM ?= 1
+
+PROGRAMS += $(MOECACHE_DEMO_POOL) $(MOECACHE_DEMO)
+
+$(MOECACHE_DEMO_POOL): $(OBJ)/tools/demo/pool_admin.o $(LIBOUT)/libmoecache.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+# The script runs inside the VM, where build/bin is on PATH.
+$(MOECACHE_DEMO): tools/demo/demo.sh
+	@mkdir -p $(dir $@)
+	install -m 0755 $< $@
+
+# deps first, then a fresh make: pkg-config answers change once packages are there.
+# Only what the demo runs is built, so that an unrelated broken piece cannot stop it.
+.PHONY: demo
+demo:
+	+$(MAKE) --no-print-directory deps
+	+$(MAKE) --no-print-directory -j2 module $(MOECACHED) $(MOECACHE_DECODE) \
+		$(MOECACHE_DEMO_POOL) $(MOECACHE_DEMO)
+	tools/demo/run VM=$(VM)

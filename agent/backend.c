@@ -12,6 +12,8 @@ struct agent_backend {
 
 static const struct agent_backend_ops *const agent_backends[] = {
     &agent_cpu_backend,
+    &agent_cuda_backend,
+    &agent_rocm_backend,
 };
 
 int agent_backend_create(const char *name, const struct agent_backend_config *cfg,

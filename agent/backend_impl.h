@@ -21,5 +21,7 @@ struct agent_backend_ops {
 };
 
 extern const struct agent_backend_ops agent_cpu_backend;
+extern const struct agent_backend_ops agent_cuda_backend;
+extern const struct agent_backend_ops agent_rocm_backend;
 
 #endif /* MOECACHE_AGENT_BACKEND_IMPL_H */

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "mc_internal.h"
+#include "../agent/gpu/gpu_bank.h"
 
 static int mc_cpu_import(struct moecache_bank_map *b)
 {
@@ -26,16 +27,10 @@ static void mc_cpu_unimport(struct moecache_bank_map *b)
 	munmap(b->base, b->bytes);
 }
 
-/* Device backends import in the agent's copy engines' libraries; not built here yet. */
-static int mc_device_import_unsupported(struct moecache_bank_map *b)
-{
-	return -EOPNOTSUPP;
-}
-
 static const struct mc_bank_backend mc_bank_backends[] = {
     {MOECACHE_BACKEND_CPU, "cpu", mc_cpu_import, mc_cpu_unimport},
-    {MOECACHE_BACKEND_CUDA, "cuda", mc_device_import_unsupported, NULL},
-    {MOECACHE_BACKEND_ROCM, "rocm", mc_device_import_unsupported, NULL},
+    {MOECACHE_BACKEND_CUDA, "cuda", mc_cuda_bank_import, mc_cuda_bank_unimport},
+    {MOECACHE_BACKEND_ROCM, "rocm", mc_rocm_bank_import, mc_rocm_bank_unimport},
 };
 
 const struct mc_bank_backend *mc_bank_backend_find(uint32_t id)

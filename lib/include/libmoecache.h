@@ -192,6 +192,61 @@ const void *moecache_host_expert(const struct moecache *mc, uint32_t layer, uint
 /* Same, writable; NULL unless the host region was mapped writable. */
 void *moecache_host_expert_rw(const struct moecache *mc, uint32_t layer, uint32_t expert);
 
+/* ---- GPU banks (CUDA, ROCm): lib/bank_cuda.c, lib/bank_rocm.c ---- */
+
+/*
+ * The device address of a slot in an imported CUDA or ROCm bank, as the
+ * importing process's kernels see it (CUDA: a CUdeviceptr valid on the
+ * bank's device; ROCm: a GPU VA in the VM of the render node the import
+ * opened). 0 for a CPU bank, a slot out of range or no import.
+ */
+uint64_t moecache_bank_slot_addr(const struct moecache_bank_map *b, uint32_t slot);
+/* The last error of a GPU bank call in words ("" if none, or for a CPU bank). */
+const char *moecache_bank_error(const struct moecache_bank_map *b);
+/*
+ * Why the last GPU bank import of this thread failed ("" if it did not):
+ * a failed moecache_bank_import leaves no map to carry a message (as
+ * dlerror, the text is per thread).
+ */
+const char *moecache_bank_import_error(void);
+
+/*
+ * moecache_acquire for a GPU client that is about to queue work on
+ * stream (CUDA: a CUstream, NULL for the legacy default stream; ROCm:
+ * ignored). Refused with -EBUSY while stream is capturing a CUDA graph:
+ * pins taken during a capture would be baked into every replay of the
+ * graph while the slots move on. Polls the deferred releases first.
+ */
+int moecache_bank_acquire(struct moecache *mc, struct moecache_bank_map *b, void *stream,
+			  uint32_t layer, const uint32_t *experts, uint32_t count, uint32_t *slots,
+			  uint32_t flags, uint32_t timeout_ms, struct moecache_acquire_result *res);
+/*
+ * Drops one pin per slot once the work queued on stream so far has run
+ * (CUDA: an event recorded on stream now; -EOPNOTSUPP for ROCm, use
+ * moecache_bank_release_when). -EBUSY while stream is capturing. The
+ * pins are dropped by a later call on this bank map (any of the
+ * moecache_bank_* release or acquire calls); a release that fails on the
+ * way is reported by moecache_bank_release_poll/flush, or else only in
+ * moecache_bank_error.
+ */
+int moecache_bank_release_after(struct moecache *mc, struct moecache_bank_map *b, void *stream,
+				const uint32_t *slots, uint32_t count);
+/*
+ * Drops one pin per slot once done(arg) returns > 0 (0: not yet, < 0: the
+ * work failed: the pins are dropped all the same). For runtimes the
+ * library does not load (hipEventQuery, a fence word). arg must live
+ * until then.
+ */
+int moecache_bank_release_when(struct moecache *mc, struct moecache_bank_map *b,
+			       int (*done)(void *arg), void *arg, const uint32_t *slots,
+			       uint32_t count);
+/* Drops the pins whose work has run; returns how many releases were made, or -errno. */
+int moecache_bank_release_poll(struct moecache_bank_map *b);
+/* Waits for all deferred work and drops its pins: 0 or -errno. */
+int moecache_bank_release_flush(struct moecache_bank_map *b);
+/* Deferred releases still waiting. */
+uint32_t moecache_bank_release_pending(const struct moecache_bank_map *b);
+
 /* ---- agent ---- */
 
 /* Reads up to max requests without blocking; returns how many (0: none). */

@@ -141,14 +141,17 @@ Test(cpu_backend, bad_input_adopt_wrong_bank,
 	agent_backend_destroy(be);
 }
 
-Test(cpu_backend, bad_input_unknown_backends,
-     .description = "backends this build lacks are EOPNOTSUPP")
+Test(cpu_backend, bad_input_gpu_backends_without_driver,
+     .description = "cuda and rocm fail cleanly (ENOENT) when their driver library is absent")
 {
 	struct agent_backend_config cfg = {.n_slots = 1, .expert_bytes = 4096, .copy_threads = 1};
 	struct agent_backend *be = NULL;
 
-	cr_assert_eq(agent_backend_create("cuda", &cfg, &be), -EOPNOTSUPP);
-	cr_assert_eq(agent_backend_create("rocm", &cfg, &be), -EOPNOTSUPP);
+	setenv("MOECACHE_LIBCUDA", "moecached-test-no-such-libcuda.so", 1);
+	setenv("MOECACHE_LIBHSAKMT", "moecached-test-no-such-libhsakmt.so", 1);
+	cr_assert_eq(agent_backend_create("cuda", &cfg, &be), -ENOENT);
+	cr_assert_eq(agent_backend_create("rocm", &cfg, &be), -ENOENT);
+	cr_assert_eq(agent_backend_create("opencl", &cfg, &be), -EOPNOTSUPP);
 	cfg.copy_threads = 0;
 	cr_assert_eq(agent_backend_create("cpu", &cfg, &be), -EINVAL);
 	cr_assert_null(be);

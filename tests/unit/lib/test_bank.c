@@ -88,13 +88,16 @@ Test(bank, basic_cpu_import_read_only, .description = "a client's import maps th
 	moecache_bank_unimport(&b);
 }
 
-Test(bank, basic_device_backends_unsupported,
-     .description = "CUDA and ROCm banks are known but not importable in this build")
+Test(bank, bad_input_device_backends_without_driver,
+     .description = "CUDA and ROCm imports fail cleanly when their driver library is absent")
 {
 	struct moecache_bank_map b = {.fd = -1};
 
-	cr_assert_eq(mc_bank_backend_find(MOECACHE_BACKEND_CUDA)->import(&b), -EOPNOTSUPP);
-	cr_assert_eq(mc_bank_backend_find(MOECACHE_BACKEND_ROCM)->import(&b), -EOPNOTSUPP);
+	setenv("MOECACHE_LIBCUDA", "libmoecache-test-no-such-libcuda.so", 1);
+	setenv("MOECACHE_LIBHSAKMT", "libmoecache-test-no-such-libhsakmt.so", 1);
+	cr_assert_lt(mc_bank_backend_find(MOECACHE_BACKEND_CUDA)->import(&b), 0);
+	cr_assert_lt(mc_bank_backend_find(MOECACHE_BACKEND_ROCM)->import(&b), 0);
+	cr_assert_neq(moecache_bank_import_error()[0], '\0', "the failure is explained");
 	cr_assert_null(mc_bank_backend_find(MOECACHE_BACKEND_NONE));
 	cr_assert_null(mc_bank_backend_find(99));
 }

@@ -1,0 +1,69 @@
+# Unit tests of the GPU backends and the GPU bank import (Criterion, on the
+# host: no GPU, no driver, no module). The CUDA ones run against a fake
+# libcuda built beside them; the ROCm ones against Debian's libhsakmt and
+# libdrm_amdgpu without /dev/kfd, and against a fake of both that runs the
+# SDMA packets on the host.
+#
+# Also here, built by `make` but run by tools/gpu-check and tools/amd-check
+# only: the device checks that need a real GPU.
+
+GPUTEST_OBJ := $(OBJ)/tests/unit/gpu
+GPUTEST_FAKE_CUDA := $(TESTOUT)/unit/libmoecache-fakecuda.so
+GPUTEST_LINK := $(GPU_AGENT_OBJS) $(OBJ)/agent/log.o $(LIBOUT)/libmoecache.a
+
+UNIT_TESTS += $(TESTOUT)/unit/gpu_common $(TESTOUT)/unit/gpu_cuda $(TESTOUT)/unit/gpu_rocm
+
+$(GPUTEST_OBJ)/%.o: CFLAGS += $(CRIT_CFLAGS) -I.
+$(GPUTEST_OBJ)/test_rocm.o $(GPUTEST_OBJ)/test_rocm_fake.o: CFLAGS += $(GPU_DRM_CFLAGS)
+
+$(TESTOUT)/unit/gpu_common: $(addprefix $(GPUTEST_OBJ)/,test_sdma.o test_gpu_common.o \
+		test_release_queue.o) $(OBJ)/agent/gpu/sdma.o $(OBJ)/agent/gpu/gpu_common.o \
+		$(OBJ)/agent/gpu/release_queue.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS)
+
+# The fake driver: a shared object the tests name through MOECACHE_LIBCUDA.
+$(GPUTEST_FAKE_CUDA): tests/unit/gpu/fake_cuda.c agent/gpu/cuda_api.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -o $@ $< $(LDFLAGS)
+
+$(TESTOUT)/unit/gpu_cuda: $(GPUTEST_OBJ)/test_cuda.o $(GPUTEST_LINK) | $(GPUTEST_FAKE_CUDA) \
+		$(TESTOUT)/gpu/moecache-cuda-check
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS)
+
+# Fake libhsakmt + libdrm_amdgpu in one library, executing SDMA packets on the host.
+GPUTEST_FAKE_ROCM := $(TESTOUT)/unit/libmoecache-fakerocm.so
+$(GPUTEST_FAKE_ROCM): tests/unit/gpu/fake_rocm.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(GPU_DRM_CFLAGS) -shared -o $@ $< $(LDFLAGS)
+
+$(TESTOUT)/unit/gpu_rocm: $(GPUTEST_OBJ)/test_rocm.o $(GPUTEST_OBJ)/test_rocm_fake.o \
+		$(GPUTEST_LINK) | $(GPUTEST_FAKE_ROCM) $(TESTOUT)/gpu/moecache-rocm-check
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS)
+
+# agent/gpu/cuda_api.h against the toolkit's cuda.h, wherever it is installed.
+CUDA_INCLUDE ?= $(or $(wildcard /usr/local/cuda/include),$(if $(wildcard /usr/include/cuda.h),/usr/include))
+ifneq ($(wildcard $(CUDA_INCLUDE)/cuda.h),)
+EXTRA_ALL += $(GPUTEST_OBJ)/cuda_abi_check.o
+$(GPUTEST_OBJ)/cuda_abi_check.o: CFLAGS += -isystem $(CUDA_INCLUDE)
+endif
+
+# The device checks (tools/gpu-check, tools/amd-check): built everywhere,
+# they need a GPU only to run.
+GPUCHECK_CUDA := $(TESTOUT)/gpu/moecache-cuda-check
+GPUCHECK_ROCM := $(TESTOUT)/gpu/moecache-rocm-check
+EXTRA_ALL += $(GPUCHECK_CUDA) $(GPUCHECK_ROCM)
+
+$(GPUTEST_OBJ)/cuda_device_check.o: CFLAGS += -Ikernels
+$(GPUTEST_OBJ)/rocm_device_check.o: CFLAGS += $(GPU_DRM_CFLAGS)
+
+$(GPUCHECK_CUDA): $(GPUTEST_OBJ)/cuda_device_check.o $(GPUTEST_LINK) $(LIBOUT)/libmoetrace.a \
+		$(LIBOUT)/libmoekernels.a $(LIBOUT)/libmoeref.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(JSONC_LIBS) -lm
+
+$(GPUCHECK_ROCM): $(GPUTEST_OBJ)/rocm_device_check.o $(GPUTEST_LINK)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(JSONC_LIBS)

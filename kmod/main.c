@@ -254,12 +254,18 @@ static struct moecache_counters *layer_ctr(struct moecache_pool *pool,
 	return &pool->layer[idx_layer(pool, idx)];
 }
 
-static void pool_count(struct moecache_pool *pool, u32 idx,
-		       enum moecache_counter c, u64 n)
+static void layer_count(struct moecache_pool *pool, u32 layer,
+			enum moecache_counter c, u64 n)
 {
 	lockdep_assert_held(&pool->lock);
 	pool->total.c[c] += n;
-	layer_ctr(pool, idx)->c[c] += n;
+	pool->layer[layer].c[c] += n;
+}
+
+static void pool_count(struct moecache_pool *pool, u32 idx,
+		       enum moecache_counter c, u64 n)
+{
+	layer_count(pool, idx_layer(pool, idx), c, n);
 }
 
 static void count_wait(struct moecache_counters *c, u64 ns)
@@ -1260,29 +1266,33 @@ static u64 storm_check(struct moecache_pool *pool, u32 misses)
 }
 
 /* Drops one pin of mf per listed slot: all of them, or none (-EINVAL). */
-static int release_list(struct moecache_pool *pool, struct moecache_file *mf,
-			const u32 *slots, u32 count)
+static int release_locked(struct moecache_pool *pool, struct moecache_file *mf,
+			  const u32 *slots, u32 count)
 {
-	int ret = 0;
 	u32 i, j;
 
-	for (i = 0; i < count; i++)
-		if (slots[i] >= pool->n_slots)
-			return -EINVAL;
-	spin_lock(&pool->lock);
+	lockdep_assert_held(&pool->lock);
 	for (i = 0; i < count; i++) {
-		if (!mf->pins[slots[i]]) {
+		if (slots[i] >= pool->n_slots || !mf->pins[slots[i]]) {
 			/* Listed more often than pinned: put back, refuse. */
 			for (j = 0; j < i; j++)
 				mf->pins[slots[j]]++;
-			ret = -EINVAL;
-			break;
+			return -EINVAL;
 		}
 		mf->pins[slots[i]]--;
 	}
-	if (!ret)
-		for (i = 0; i < count; i++)
-			unpin_slot(pool, slots[i]);
+	for (i = 0; i < count; i++)
+		unpin_slot(pool, slots[i]);
+	return 0;
+}
+
+static int release_list(struct moecache_pool *pool, struct moecache_file *mf,
+			const u32 *slots, u32 count)
+{
+	int ret;
+
+	spin_lock(&pool->lock);
+	ret = release_locked(pool, mf, slots, count);
 	spin_unlock(&pool->lock);
 	return ret;
 }
@@ -1298,7 +1308,7 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 {
 	struct acquire_ctx ac;
 	bool wake_agent = false;
-	u32 i, idx, slot, misses = 0;
+	u32 i, idx, slot, misses = 0, prefetch_hits = 0;
 	u64 storm;
 	u64 clock;
 	int ret;
@@ -1335,13 +1345,15 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 		ret = -EFAULT;
 		goto out_free_slots;
 	}
-	if (rel_count) {
-		ret = release_list(pool, mf, rel, rel_count);
-		if (ret)
-			goto out_free_slots;
-	}
 
 	spin_lock(&pool->lock);
+	if (rel_count) {
+		ret = release_locked(pool, mf, rel, rel_count);
+		if (ret) {
+			spin_unlock(&pool->lock);
+			goto out_free_slots;
+		}
+	}
 	ac.fail_snap = pool->fail_counter;
 	clock = pool->hdr->clock + 1;
 	WRITE_ONCE(pool->hdr->clock, clock);
@@ -1353,20 +1365,22 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 			pin_slot(pool, mf, slot, clock);
 			if (pool->slot_flags[slot] & SF_PREFETCHED) {
 				pool->slot_flags[slot] &= ~SF_PREFETCHED;
-				pool_count(pool, idx, C_PREFETCH_HITS, 1);
+				prefetch_hits++;
 			}
-			pool_count(pool, idx, C_HITS, 1);
 			ac.slots.ids[i] = slot;
 			ac.n_pinned++;
 			continue;
 		}
 		ac.slots.ids[i] = MOECACHE_NONE;
-		pool_count(pool, idx, C_MISSES, 1);
 		misses++;
 		if (!(ac.req.flags & MOECACHE_ACQ_NO_QUEUE))
 			wake_agent |= request_add(pool, mf, idx,
 						  MOECACHE_REQ_DEMAND);
 	}
+	/* One layer per call: count once for the pool and the layer. */
+	layer_count(pool, ac.req.layer, C_HITS, ac.n_pinned);
+	layer_count(pool, ac.req.layer, C_MISSES, misses);
+	layer_count(pool, ac.req.layer, C_PREFETCH_HITS, prefetch_hits);
 	storm = storm_check(pool, misses);
 	spin_unlock(&pool->lock);
 	if (wake_agent)

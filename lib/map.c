@@ -68,19 +68,22 @@ uint32_t moecache_map_slot(const struct moecache_map *m, uint32_t layer, uint32_
 int moecache_map_lookup(const struct moecache_map *m, uint32_t layer, const uint32_t *experts,
 			uint32_t count, uint32_t *slots)
 {
+	const uint32_t *row;
 	uint32_t start;
 	int resident;
 
 	if (!m || !m->hdr || !experts || !slots || layer >= m->n_layers)
 		return -EINVAL;
+	/* The hit path: one row of the map, ids checked once, no calls in the loop. */
+	row = m->map + (size_t)layer * m->n_local;
 	for (uint32_t i = 0; i < count; i++)
-		if (moecache_map_idx(m, layer, experts[i]) == MOECACHE_NONE)
+		if (experts[i] - m->expert_begin >= m->n_local)
 			return -EINVAL;
 	do {
 		start = mc_seq_read_begin(&m->hdr->seq);
 		resident = 0;
 		for (uint32_t i = 0; i < count; i++) {
-			slots[i] = moecache_map_slot(m, layer, experts[i]);
+			slots[i] = mc_load_acquire_u32(&row[experts[i] - m->expert_begin]);
 			resident += slots[i] != MOECACHE_NONE;
 		}
 	} while (mc_seq_read_retry(&m->hdr->seq, start));

@@ -21,7 +21,8 @@ int agent_slots_init(struct agent_slots *s, const struct moecache_map *map,
 	s->excluded = calloc(s->n_slots, sizeof(*s->excluded));
 	s->filling = malloc(s->n_idx * sizeof(*s->filling));
 	s->access_seen = calloc(s->n_idx, sizeof(*s->access_seen));
-	if (!s->held || !s->excluded || !s->filling || !s->access_seen) {
+	s->scan = malloc(s->n_idx * sizeof(*s->scan));
+	if (!s->held || !s->excluded || !s->filling || !s->access_seen || !s->scan) {
 		agent_slots_destroy(s);
 		return -ENOMEM;
 	}
@@ -38,6 +39,7 @@ void agent_slots_destroy(struct agent_slots *s)
 	free(s->excluded);
 	free(s->filling);
 	free(s->access_seen);
+	free(s->scan);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -84,19 +86,54 @@ void agent_slots_reset_access(struct agent_slots *s)
 		s->access_seen[idx] = moecache_map_access(s->map, idx);
 }
 
+static int agent_access_cmp(const void *a, const void *b)
+{
+	const struct agent_access *x = a, *y = b;
+
+	if (x->clock != y->clock)
+		return x->clock < y->clock ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
 uint64_t agent_slots_scan_access(struct agent_slots *s, uint64_t step)
 {
 	uint64_t total = 0;
+	uint32_t n = 0;
 
 	for (uint32_t idx = 0; idx < s->n_idx; idx++) {
 		uint32_t now = moecache_map_access(s->map, idx);
 		uint32_t delta = now - s->access_seen[idx]; /* the counters wrap */
+		uint32_t slot;
 
 		if (!delta)
 			continue;
 		s->access_seen[idx] = now;
-		moe_policy_access(s->policy, idx / s->n_local, idx % s->n_local, delta, step);
+		/*
+		 * The counters say how often, not when. A resident expert's slot
+		 * was stamped with the clock of the acquire that pinned it last;
+		 * one that is not resident missed in an acquire still waiting,
+		 * the newest one. Feeding the policy in that order keeps the
+		 * access order of a batch that spans layers or tokens.
+		 */
+		slot = moecache_map_slot(s->map, idx / s->n_local,
+					 s->map->expert_begin + idx % s->n_local);
+		s->scan[n].clock = step;
+		if (slot != MOECACHE_NONE && moecache_map_last_use(s->map, slot) < step)
+			s->scan[n].clock = moecache_map_last_use(s->map, slot);
+		s->scan[n].idx = idx;
+		s->scan[n].count = delta;
+		n++;
 		total += delta;
+	}
+	qsort(s->scan, n, sizeof(*s->scan), agent_access_cmp);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct agent_access *a = &s->scan[i];
+
+		/* Steps never decrease, whatever a late-seen counter says. */
+		if (a->clock > s->last_step)
+			s->last_step = a->clock;
+		moe_policy_access(s->policy, a->idx / s->n_local, a->idx % s->n_local, a->count,
+				  s->last_step);
 	}
 	return total;
 }

@@ -23,6 +23,13 @@
 #include "libmoecache.h"
 #include "policy/policy.h"
 
+/* One expert's accesses since the last scan, stamped with the newest's clock. */
+struct agent_access {
+	uint64_t clock;
+	uint32_t idx;
+	uint32_t count;
+};
+
 struct agent_slots {
 	const struct moecache_map *map;
 	struct moe_policy *policy;
@@ -30,10 +37,12 @@ struct agent_slots {
 	uint32_t n_layers;
 	uint32_t n_local;
 	uint32_t n_idx;
-	uint32_t *held;	       /* [n_slots]: idx the policy knows in the slot, or NONE */
-	uint32_t *filling;     /* [n_idx]: slot this agent is filling for idx, or NONE */
-	uint32_t *access_seen; /* [n_idx]: access[] when last scanned */
-	uint32_t *excluded;    /* [n_slots]: == round: not a candidate this round */
+	uint32_t *held;		   /* [n_slots]: idx the policy knows in the slot, or NONE */
+	uint32_t *filling;	   /* [n_idx]: slot this agent is filling for idx, or NONE */
+	uint32_t *access_seen;	   /* [n_idx]: access[] when last scanned */
+	struct agent_access *scan; /* [n_idx] scratch: one scan's accesses in time order */
+	uint64_t last_step;	   /* the newest step the policy was given */
+	uint32_t *excluded;	   /* [n_slots]: == round: not a candidate this round */
 	uint32_t round;
 	uint32_t free_cursor;
 	bool maybe_free;     /* false once a full scan found no free slot */
@@ -52,7 +61,10 @@ void agent_slots_destroy(struct agent_slots *s);
 uint32_t agent_slots_sync(struct agent_slots *s);
 /* Starts the access baseline at the current counters (no history fed). */
 void agent_slots_reset_access(struct agent_slots *s);
-/* Feeds the policy the access[] deltas since the last scan; returns their sum. */
+/*
+ * Feeds the policy the access[] deltas since the last scan, oldest first,
+ * each with the pool clock of its acquire as the step; returns their sum.
+ */
 uint64_t agent_slots_scan_access(struct agent_slots *s, uint64_t step);
 
 /* A new scheduling round: forget the exclusions; step_start bounds the current step. */

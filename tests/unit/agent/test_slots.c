@@ -203,3 +203,33 @@ Test(slots, basic_access_deltas,
 	cr_assert_eq(agent_slots_scan_access(&x.s, 3), 0);
 	fixture_fini(&x);
 }
+
+/*
+ * Regression: one scan that spans two acquires reported accesses in
+ * (layer, expert) order, so LRU heard a later access to a lower id first
+ * and evicted the expert used last.
+ */
+Test(slots, basic_access_scan_in_time_order,
+     .description = "accesses found by one scan reach the policy oldest first, whatever their ids")
+{
+	struct moe_policy_config pc = {.n_layers = 1, .n_experts = 8, .n_slots = 2};
+	struct slots_fixture x;
+
+	cr_assert_eq(fake_map_init(&x.f, 1, 8, 0, 8, 2), 0);
+	cr_assert_eq(moe_policy_create("lru", &pc, &x.policy), 0);
+	cr_assert_eq(agent_slots_init(&x.s, &x.f.view, x.policy), 0);
+	fake_map_publish(&x.f, 5, 0);
+	fake_map_publish(&x.f, 1, 1);
+	cr_assert_eq(agent_slots_sync(&x.s), 2);
+	agent_slots_reset_access(&x.s);
+	/* Expert 5 was acquired at clock 10, expert 1 later, at clock 11. */
+	x.f.access[5] = 1;
+	x.f.last_use[0] = 10;
+	x.f.access[1] = 1;
+	x.f.last_use[1] = 11;
+	x.f.hdr->clock = 11;
+	cr_assert_eq(agent_slots_scan_access(&x.s, 11), 2);
+	agent_slots_new_round(&x.s, 12);
+	cr_assert_eq(agent_slots_choose(&x.s, 3, false), 0, "LRU must take expert 5's slot");
+	fixture_fini(&x);
+}

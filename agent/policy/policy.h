@@ -22,9 +22,11 @@
  *   static   pins the profile's top n_slots, the rest LRU (needs a profile)
  *   belady   offline optimum: evicts the expert used furthest in the future
  *            (needs a future oracle; for simulation only)
- *   reuse    expected time to next use, from decayed frequency and recency,
- *            aware that layers run in a cycle
- *   default  what moecached uses when nobody chooses (now: reuse);
+ *   reuse    expected time to next use, from decayed frequency and whether
+ *            the previous token used it, aware that layers run in a cycle
+ *   revisit  reuse with the chance of return measured for each number of
+ *            tokens since the expert's latest use
+ *   default  what moecached uses when nobody chooses (now: revisit);
  *            docs/policy.md says why
  */
 #ifndef MOECACHE_AGENT_POLICY_POLICY_H

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * reuse: evict the expert whose next use is expected furthest away.
+ * reuse and revisit: evict the expert whose next use is expected furthest
+ * away.
  *
  * Layers run in a fixed cycle, so an expert of layer l can next be used only
  * when l runs again: d steps from now (1 for the next layer, n_layers for
@@ -13,14 +14,20 @@
  * and the victim is the evictable expert with the largest T.
  *
  * q comes from two estimates, both learned online:
- *   f  the expert's popularity: an EMA, over its layer's visits, of "was it
- *      used in this visit";
- *   r  how often an expert used in one visit of its layer is used again in
- *      the next (consecutive tokens pick alike experts), measured over all
- *      experts.
- * An expert used in its layer's latest visit gets q = f + r * (1 - f) (it
- * comes back if it is popular or because it was just used); any other gets
- * q = f.
+ *   f    the expert's popularity: an EMA, over its layer's visits, of "was it
+ *        used in this visit";
+ *   r_g  the share of uses whose expert is used again exactly g visits of
+ *        its layer later (and not before), measured over all experts; r_1
+ *        is the chance that a use is followed by one at the next visit.
+ * An expert whose latest use is g visits before its layer's next visit gets
+ * q = f + r_g * (1 - f) (it comes back if it is popular or because it was
+ * used lately); f alone once g is beyond what is measured.
+ *
+ * reuse measures r_g for g = 1 only (used by the previous token or not);
+ * revisit, the default, for g up to REVISIT_GAPS: how fast an expert's
+ * chance of return fades with the tokens since its use differs between
+ * models (the expert sets of a few tokens back return well above chance on
+ * some, barely on others), and the measured rates follow that.
  *
  * Recency alone (LRU) evicts the expert whose layer runs next, the wrong one
  * when a token touches more experts than there are slots; frequency alone
@@ -35,22 +42,26 @@
 #define REUSE_ALPHA 0.05	 /* EMA weight of one visit: half-life about 14 visits */
 #define REUSE_LIFT_WINDOW 1000.0 /* uses over which r is measured (exponential window) */
 #define REUSE_Q_MIN 1e-4	 /* floor for q: a never-seen expert is not infinitely far */
+#define REVISIT_GAPS 8		 /* revisit measures r_g for g = 1 .. REVISIT_GAPS */
 
 struct reuse {
 	double *freq; /* id -> EMA as of freq_visit */
 	uint64_t *freq_visit;
 	double *decay; /* decay[k] = (1 - REUSE_ALPHA)^k for k < n_decay */
 	uint32_t n_decay;
-	double again; /* decayed count of uses right after a use in the previous visit */
-	double uses;  /* decayed count of uses (each one a chance of an "again" next visit) */
+	uint32_t n_gaps; /* r_g is measured for g = 1 .. n_gaps */
+	/* again[g]: decayed count of uses g visits after the expert's previous use */
+	double again[REVISIT_GAPS + 1];
+	double uses; /* decayed count of uses (each one a chance of a later "again") */
 };
 
-static int reuse_init(struct moe_policy *p, const struct moe_policy_config *cfg)
+static int reuse_init_gaps(struct moe_policy *p, uint32_t n_gaps)
 {
 	struct reuse *r = calloc(1, sizeof(*r));
 
 	if (!r)
 		return -ENOMEM;
+	r->n_gaps = n_gaps;
 	/* Beyond this many idle visits the EMA is below 1e-9: treat it as 0. */
 	r->n_decay = (uint32_t)ceil(log(1e-9) / log(1.0 - REUSE_ALPHA));
 	r->freq = calloc(p->n_ids, sizeof(*r->freq));
@@ -68,6 +79,16 @@ static int reuse_init(struct moe_policy *p, const struct moe_policy_config *cfg)
 		r->decay[k] = r->decay[k - 1] * (1.0 - REUSE_ALPHA);
 	p->priv = r;
 	return 0;
+}
+
+static int reuse_init(struct moe_policy *p, const struct moe_policy_config *cfg)
+{
+	return reuse_init_gaps(p, 1);
+}
+
+static int revisit_init(struct moe_policy *p, const struct moe_policy_config *cfg)
+{
+	return reuse_init_gaps(p, REVISIT_GAPS);
 }
 
 static void reuse_fini(struct moe_policy *p)
@@ -92,11 +113,13 @@ static void reuse_access(struct moe_policy *p, uint32_t id, uint32_t count)
 	struct reuse *r = p->priv;
 	uint64_t now = p->layer_visits[moe_policy_id_layer(p, id)];
 	const double keep = 1.0 - 1.0 / REUSE_LIFT_WINDOW;
+	uint64_t gap = p->used[id] ? now - p->last_visit[id] : 0;
 
-	if (p->used[id] && p->last_visit[id] == now)
+	if (p->used[id] && !gap)
 		return; /* one use per visit */
 	r->uses = r->uses * keep + 1.0;
-	r->again = r->again * keep + (p->used[id] && p->last_visit[id] + 1 == now);
+	for (uint32_t g = 1; g <= r->n_gaps; g++)
+		r->again[g] = r->again[g] * keep + (gap == g);
 	r->freq[id] = reuse_freq_at(r, id, now) + REUSE_ALPHA;
 	r->freq_visit[id] = now;
 }
@@ -104,14 +127,16 @@ static void reuse_access(struct moe_policy *p, uint32_t id, uint32_t count)
 /* Probability that id is used at its layer's next visit. */
 static double reuse_q(const struct moe_policy *p, const struct reuse *r, uint32_t id)
 {
+	uint64_t gap;
 	double f, q;
 
 	if (!p->used[id])
 		return REUSE_Q_MIN;
 	f = reuse_freq_at(r, id, p->layer_visits[moe_policy_id_layer(p, id)]);
 	q = f;
-	if (moe_policy_next_gap(p, id) == 1 && r->uses > 0)
-		q = f + (r->again / r->uses) * (1.0 - f);
+	gap = moe_policy_next_gap(p, id);
+	if (gap <= r->n_gaps && r->uses > 0)
+		q = f + (r->again[gap] / r->uses) * (1.0 - f);
 	if (q < REUSE_Q_MIN)
 		q = REUSE_Q_MIN;
 	return q > 1.0 ? 1.0 : q;
@@ -160,6 +185,16 @@ static int reuse_victim(struct moe_policy *p, uint32_t id, bool prefetch,
 const struct moe_policy_ops moe_policy_reuse_ops = {
     .name = "reuse",
     .init = reuse_init,
+    .fini = reuse_fini,
+    .access = reuse_access,
+    .inserted = reuse_inserted,
+    .removed = reuse_removed,
+    .victim = reuse_victim,
+};
+
+const struct moe_policy_ops moe_policy_revisit_ops = {
+    .name = "revisit",
+    .init = revisit_init,
     .fini = reuse_fini,
     .access = reuse_access,
     .inserted = reuse_inserted,

@@ -324,13 +324,13 @@ out:
 
 /* The policies the table compares, in column order; belady last as the bound. */
 static const char *const table_policies[] = {
-    "lru", "lfu", "arc", "ema", "static", MOE_POLICY_DEFAULT, "belady",
+    "lru", "lfu", "arc", "ema", "static", "reuse", MOE_POLICY_DEFAULT, "belady",
 };
 
 #define N_TABLE_POLICIES (sizeof(table_policies) / sizeof(table_policies[0]))
 #define TABLE_LRU 0
-#define TABLE_DEFAULT 5
-#define TABLE_BELADY 6
+#define TABLE_DEFAULT 6
+#define TABLE_BELADY 7
 
 static void table_gap(double hit, double lru, double belady)
 {

@@ -372,32 +372,31 @@ Test(policy, basic_static_refuses_prefetch_over_pinned,
 	test_cache_fini(&c);
 }
 
-Test(policy, basic_reuse_evicts_layer_running_last,
-     .description =
-	 "reuse, among equally used experts, evicts the one whose layer runs furthest from now")
+/* Among equally used experts, name evicts the one whose layer runs furthest from now. */
+static void check_evicts_layer_running_last(const char *name)
 {
 	struct test_cache c;
 	const uint32_t zero = 0, both[] = {0, 1};
 
-	cr_assert_eq(test_cache_init(&c, "reuse", 4, 2, 4, NULL, NULL), 0);
+	cr_assert_eq(test_cache_init(&c, name, 4, 2, 4, NULL, NULL), 0);
 	for (uint32_t l = 0; l < 4; l++)
 		cr_assert_eq(test_cache_step(&c, l, &zero, 1, l), 0);
 	/* Next token, layer 0 needs expert 1: layers 1, 2, 3 run in that order next. */
 	int layer3 = test_cache_slot_of(&c, 3, 0);
 
 	cr_assert_eq(test_cache_step(&c, 0, both, 2, 4), 0);
-	cr_assert_eq(c.last_victim, layer3);
+	cr_assert_eq(c.last_victim, layer3, "%s", name);
 	test_cache_fini(&c);
 }
 
-Test(policy, basic_reuse_keeps_popular_over_recent_one_off,
-     .description = "reuse evicts a once-used expert before a popular one used longer ago")
+/* name evicts a once-used expert before a popular one used longer ago. */
+static void check_keeps_popular_over_recent_one_off(const char *name)
 {
 	struct test_cache c;
 	const uint32_t popular = 0, one_off = 1, recent = 2, newcomer = 3;
 	uint64_t step = 0;
 
-	cr_assert_eq(test_cache_init(&c, "reuse", 1, 8, 3, NULL, NULL), 0);
+	cr_assert_eq(test_cache_init(&c, name, 1, 8, 3, NULL, NULL), 0);
 	for (int i = 0; i < 10; i++)
 		cr_assert_eq(test_cache_step(&c, 0, &popular, 1, step++), 0);
 	cr_assert_eq(test_cache_step(&c, 0, &one_off, 1, step++), 0);
@@ -405,8 +404,34 @@ Test(policy, basic_reuse_keeps_popular_over_recent_one_off,
 	int one_off_slot = test_cache_slot_of(&c, 0, one_off);
 
 	cr_assert_eq(test_cache_step(&c, 0, &newcomer, 1, step++), 0);
-	cr_assert_eq(c.last_victim, one_off_slot);
+	cr_assert_eq(c.last_victim, one_off_slot, "%s", name);
 	test_cache_fini(&c);
+}
+
+Test(policy, basic_reuse_evicts_layer_running_last,
+     .description =
+	 "reuse, among equally used experts, evicts the one whose layer runs furthest from now")
+{
+	check_evicts_layer_running_last("reuse");
+}
+
+Test(policy, basic_revisit_evicts_layer_running_last,
+     .description =
+	 "revisit, among equally used experts, evicts the one whose layer runs furthest from now")
+{
+	check_evicts_layer_running_last("revisit");
+}
+
+Test(policy, basic_reuse_keeps_popular_over_recent_one_off,
+     .description = "reuse evicts a once-used expert before a popular one used longer ago")
+{
+	check_keeps_popular_over_recent_one_off("reuse");
+}
+
+Test(policy, basic_revisit_keeps_popular_over_recent_one_off,
+     .description = "revisit evicts a once-used expert before a popular one used longer ago")
+{
+	check_keeps_popular_over_recent_one_off("revisit");
 }
 
 Test(policy, basic_ranking_hottest_first,

@@ -3,6 +3,9 @@
 # can load them (cuModuleLoadData, hipModuleLoadData) without a file path.
 # nvcc and hipcc are optional: without them the images are skipped, and
 # moe_kernels_cuda_image() / moe_kernels_hip_image() answer -ENOENT.
+# `make deps` installs Debian's hipcc, so `make check` builds the HIP code
+# objects; nvcc is not a Debian package and is used where it is found.
+DEB_PACKAGES += hipcc
 
 CFLAGS_kernels := -Ikernels -ffp-contract=off
 KERNELS_OUT := $(BUILD)/kernels

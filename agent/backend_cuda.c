@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "gpu/cuda_api.h"
+#include "copy_queue.h"
 #include "gpu/gpu_backend.h"
 #include "log.h"
 
@@ -86,8 +87,7 @@ struct cuda_backend {
 	uint32_t n_queues;
 	cu_event *spare_events;
 	uint32_t n_spare, cap_spare;
-	struct agent_copy *done; /* FIFO of finished copies */
-	uint32_t done_head, done_len, done_cap;
+	struct agent_copy_queue done; /* finished copies */
 	uint32_t inflight; /* submitted, not collected */
 	uint32_t copy_delay_us;
 	bool stopping;
@@ -122,14 +122,6 @@ static int cuda_set_ctx(struct cuda_backend *cb)
 	return res == MC_CU_SUCCESS ? 0 : cuda_fail(cb, res, "cuCtxSetCurrent");
 }
 
-static void cuda_signal_done(struct cuda_backend *cb)
-{
-	uint64_t one = 1;
-	ssize_t n = write(cb->done_fd, &one, sizeof(one));
-
-	(void)n; /* fails only when the counter would overflow: readable then anyway */
-}
-
 /* ---- FIFOs ---- */
 
 static int cuda_queue_push(struct cuda_queue *q, const struct cuda_copy *c)
@@ -161,34 +153,6 @@ static void cuda_queue_pop(struct cuda_queue *q)
 {
 	q->head = (q->head + 1) % q->cap;
 	q->len--;
-}
-
-/* Room in done for every copy in flight, so the completion thread never fails. */
-static int cuda_done_reserve(struct cuda_backend *cb, uint32_t want)
-{
-	if (want > cb->done_cap) {
-		uint32_t cap = cb->done_cap ? cb->done_cap : 64;
-		struct agent_copy *items;
-
-		while (cap < want)
-			cap *= 2;
-		items = malloc(cap * sizeof(*items));
-		if (!items)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < cb->done_len; i++)
-			items[i] = cb->done[(cb->done_head + i) % cb->done_cap];
-		free(cb->done);
-		cb->done = items;
-		cb->done_head = 0;
-		cb->done_cap = cap;
-	}
-	return 0;
-}
-
-static void cuda_done_push(struct cuda_backend *cb, const struct agent_copy *c)
-{
-	cb->done[(cb->done_head + cb->done_len) % cb->done_cap] = *c;
-	cb->done_len++;
 }
 
 /* ---- events ---- */
@@ -274,10 +238,10 @@ static bool cuda_queue_progress(struct cuda_backend *cb, struct cuda_queue *q, u
 			agent_logf(NULL, LOG_ERR, cuda_pool_name(cb),
 				   "cuda: copy into slot %u failed: %s", h->c.slot,
 				   mc_cuda_error_name(&cb->cu, res));
-		cuda_done_push(cb, &h->c);
+		agent_copy_queue_push(&cb->done, &h->c); /* reserved by cuda_copy */
 		cuda_put_event(cb, h->done);
 		cuda_queue_pop(q);
-		cuda_signal_done(cb);
+		agent_done_signal(cb->done_fd);
 		moved = true;
 	}
 	return moved;
@@ -403,7 +367,7 @@ static void cuda_destroy(void *priv)
 	}
 	free(cb->queues);
 	free(cb->spare_events);
-	free(cb->done);
+	agent_copy_queue_free(&cb->done);
 	mc_gpu_ranges_free(&cb->host);
 	if (cb->done_fd >= 0)
 		close(cb->done_fd);
@@ -905,7 +869,7 @@ static int cuda_copy(void *priv, const struct agent_copy *c)
 	if (!ret)
 		ret = cuda_host_range(cb, c->src, cb->cfg.expert_bytes);
 	if (!ret)
-		ret = cuda_done_reserve(cb, cb->inflight + 1);
+		ret = agent_copy_queue_reserve(&cb->done, cb->inflight + 1);
 	if (!ret)
 		ret = cuda_get_event(cb, &cc.done);
 	if (ret)
@@ -950,23 +914,8 @@ static int cuda_completion_fd(const void *priv)
 static int cuda_completions(void *priv, struct agent_copy *out, uint32_t max)
 {
 	struct cuda_backend *cb = priv;
-	uint64_t count;
-	uint32_t n = 0;
 
-	/* Clear the eventfd first: a copy finishing after it re-arms it. */
-	if (read(cb->done_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
-		return -errno;
-	pthread_mutex_lock(&cb->lock);
-	while (n < max && cb->done_len) {
-		out[n++] = cb->done[cb->done_head];
-		cb->done_head = (cb->done_head + 1) % cb->done_cap;
-		cb->done_len--;
-	}
-	cb->inflight -= n;
-	if (cb->done_len)
-		cuda_signal_done(cb);
-	pthread_mutex_unlock(&cb->lock);
-	return (int)n;
+	return agent_done_collect(cb->done_fd, &cb->lock, &cb->done, &cb->inflight, out, max);
 }
 
 static uint32_t cuda_inflight(const void *priv)

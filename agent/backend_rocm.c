@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "copy_queue.h"
 #include "gpu/gpu_backend.h"
 #include "gpu/rocm_api.h"
 #include "gpu/sdma.h"
@@ -119,8 +120,7 @@ struct rocm_backend {
 
 	pthread_mutex_t lock;
 	pthread_cond_t work;
-	struct agent_copy *done;
-	uint32_t done_head, done_len, done_cap;
+	struct agent_copy_queue done; /* finished copies */
 	uint32_t inflight;
 	uint32_t copy_delay_us;
 	bool stopping;
@@ -153,14 +153,6 @@ static int rocm_drm_fail(struct rocm_backend *rb, int ret, const char *what)
 	return ret < 0 ? ret : -EIO;
 }
 
-static void rocm_signal_done(struct rocm_backend *rb)
-{
-	uint64_t one = 1;
-	ssize_t n = write(rb->done_fd, &one, sizeof(one));
-
-	(void)n;
-}
-
 static bool rocm_seq_reached(uint32_t fence, uint32_t seq)
 {
 	return (int32_t)(fence - seq) >= 0;
@@ -185,27 +177,6 @@ static int rocm_queue_push(struct rocm_queue *q, const struct rocm_copy *c)
 	}
 	q->items[(q->head + q->len) % q->cap] = *c;
 	q->len++;
-	return 0;
-}
-
-static int rocm_done_reserve(struct rocm_backend *rb, uint32_t want)
-{
-	if (want > rb->done_cap) {
-		uint32_t cap = rb->done_cap ? rb->done_cap : 64;
-		struct agent_copy *items;
-
-		while (cap < want)
-			cap *= 2;
-		items = malloc(cap * sizeof(*items));
-		if (!items)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < rb->done_len; i++)
-			items[i] = rb->done[(rb->done_head + i) % rb->done_cap];
-		free(rb->done);
-		rb->done = items;
-		rb->done_head = 0;
-		rb->done_cap = cap;
-	}
 	return 0;
 }
 
@@ -266,12 +237,11 @@ static bool rocm_queue_progress(struct rocm_backend *rb, struct rocm_queue *q, u
 		if (!rocm_seq_reached(fence, h->seq))
 			break;
 		h->c.status = 0;
-		rb->done[(rb->done_head + rb->done_len) % rb->done_cap] = h->c;
-		rb->done_len++;
+		agent_copy_queue_push(&rb->done, &h->c); /* reserved by rocm_copy */
 		q->consumed = h->end;
 		q->head = (q->head + 1) % q->cap;
 		q->len--;
-		rocm_signal_done(rb);
+		agent_done_signal(rb->done_fd);
 		moved = true;
 	}
 	return moved;
@@ -409,7 +379,7 @@ static void rocm_destroy(void *priv)
 	if (rb->kfd_open)
 		rb->kmt.hsaKmtCloseKFD();
 	free(rb->queues);
-	free(rb->done);
+	agent_copy_queue_free(&rb->done);
 	mc_gpu_ranges_free(&rb->host);
 	if (rb->done_fd >= 0)
 		close(rb->done_fd);
@@ -1009,7 +979,7 @@ static int rocm_copy(void *priv, const struct agent_copy *c)
 	pthread_mutex_lock(&rb->lock);
 	ret = rocm_host_range(rb, c->src, size, false, &range);
 	if (!ret)
-		ret = rocm_done_reserve(rb, rb->inflight + 1);
+		ret = agent_copy_queue_reserve(&rb->done, rb->inflight + 1);
 	if (ret)
 		goto out;
 	src = range->device_addr + ((uintptr_t)c->src - range->start);
@@ -1122,22 +1092,8 @@ static int rocm_completion_fd(const void *priv)
 static int rocm_completions(void *priv, struct agent_copy *out, uint32_t max)
 {
 	struct rocm_backend *rb = priv;
-	uint64_t count;
-	uint32_t n = 0;
 
-	if (read(rb->done_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
-		return -errno;
-	pthread_mutex_lock(&rb->lock);
-	while (n < max && rb->done_len) {
-		out[n++] = rb->done[rb->done_head];
-		rb->done_head = (rb->done_head + 1) % rb->done_cap;
-		rb->done_len--;
-	}
-	rb->inflight -= n;
-	if (rb->done_len)
-		rocm_signal_done(rb);
-	pthread_mutex_unlock(&rb->lock);
-	return (int)n;
+	return agent_done_collect(rb->done_fd, &rb->lock, &rb->done, &rb->inflight, out, max);
 }
 
 static uint32_t rocm_inflight(const void *priv)

@@ -16,13 +16,9 @@
 #include <unistd.h>
 
 #include "backend_impl.h"
+#include "copy_queue.h"
 
 /* A growable FIFO of copies. */
-struct cpu_copy_queue {
-	struct agent_copy *items;
-	uint32_t head, len, cap;
-};
-
 struct cpu_backend {
 	struct agent_backend_config cfg;
 	char name[MOECACHE_NAME_LEN + 16];
@@ -34,67 +30,15 @@ struct cpu_backend {
 
 	pthread_mutex_t lock;
 	pthread_cond_t work;
-	struct cpu_copy_queue demand;	/* copies a client waits for: first */
-	struct cpu_copy_queue prefetch; /* predictions and warm-up: when idle */
-	struct cpu_copy_queue done;
+	struct agent_copy_queue demand;	/* copies a client waits for: first */
+	struct agent_copy_queue prefetch; /* predictions and warm-up: when idle */
+	struct agent_copy_queue done;
 	uint32_t inflight; /* queued + copying + done but not collected */
 	bool stopping;
 	int done_fd; /* eventfd: done is not empty */
 	pthread_t *threads;
 	uint32_t n_threads;
 };
-
-/* Makes room for want entries in all. */
-static int cpu_queue_reserve(struct cpu_copy_queue *q, uint32_t want)
-{
-	if (want > q->cap) {
-		uint32_t cap = q->cap ? q->cap : 64;
-		struct agent_copy *items;
-
-		while (cap < want)
-			cap *= 2;
-		items = malloc(cap * sizeof(*items));
-
-		if (!items)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < q->len; i++)
-			items[i] = q->items[(q->head + i) % q->cap];
-		free(q->items);
-		q->items = items;
-		q->head = 0;
-		q->cap = cap;
-	}
-	return 0;
-}
-
-static int cpu_queue_push(struct cpu_copy_queue *q, const struct agent_copy *c)
-{
-	int ret = cpu_queue_reserve(q, q->len + 1);
-
-	if (ret)
-		return ret;
-	q->items[(q->head + q->len) % q->cap] = *c;
-	q->len++;
-	return 0;
-}
-
-static bool cpu_queue_pop(struct cpu_copy_queue *q, struct agent_copy *out)
-{
-	if (!q->len)
-		return false;
-	*out = q->items[q->head];
-	q->head = (q->head + 1) % q->cap;
-	q->len--;
-	return true;
-}
-
-static void cpu_signal_done(struct cpu_backend *cb)
-{
-	uint64_t one = 1;
-	ssize_t n = write(cb->done_fd, &one, sizeof(one));
-
-	(void)n; /* fails only if the counter would overflow: readable then anyway */
-}
 
 static void cpu_sleep_us(uint32_t us)
 {
@@ -127,7 +71,7 @@ static void *cpu_worker(void *arg)
 	for (;;) {
 		uint32_t delay;
 
-		while (!cpu_queue_pop(&cb->demand, &c) && !cpu_queue_pop(&cb->prefetch, &c)) {
+		while (!agent_copy_queue_pop(&cb->demand, &c) && !agent_copy_queue_pop(&cb->prefetch, &c)) {
 			if (cb->stopping) {
 				pthread_mutex_unlock(&cb->lock);
 				return NULL;
@@ -141,8 +85,8 @@ static void *cpu_worker(void *arg)
 
 		pthread_mutex_lock(&cb->lock);
 		/* Cannot fail: cpu_copy reserved room for every copy in flight. */
-		cpu_queue_push(&cb->done, &c);
-		cpu_signal_done(cb);
+		agent_copy_queue_push(&cb->done, &c);
+		agent_done_signal(cb->done_fd);
 	}
 }
 
@@ -295,9 +239,9 @@ static int cpu_copy(void *priv, const struct agent_copy *c)
 	if (!cb->bank || c->slot >= cb->cfg.n_slots || !c->src)
 		return -EINVAL;
 	pthread_mutex_lock(&cb->lock);
-	ret = cpu_queue_reserve(&cb->done, cb->inflight + 1);
+	ret = agent_copy_queue_reserve(&cb->done, cb->inflight + 1);
 	if (!ret)
-		ret = cpu_queue_push(
+		ret = agent_copy_queue_push(
 		    c->flags & MOECACHE_FILL_PREFETCH ? &cb->prefetch : &cb->demand, c);
 	if (!ret) {
 		cb->inflight++;
@@ -317,20 +261,8 @@ static int cpu_completion_fd(const void *priv)
 static int cpu_completions(void *priv, struct agent_copy *out, uint32_t max)
 {
 	struct cpu_backend *cb = priv;
-	uint64_t count;
-	uint32_t n = 0;
 
-	/* Clear the eventfd first: a copy finishing after it re-arms it. */
-	if (read(cb->done_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
-		return -errno;
-	pthread_mutex_lock(&cb->lock);
-	while (n < max && cpu_queue_pop(&cb->done, &out[n]))
-		n++;
-	cb->inflight -= n;
-	if (cb->done.len) /* more than max were waiting: stay readable */
-		cpu_signal_done(cb);
-	pthread_mutex_unlock(&cb->lock);
-	return (int)n;
+	return agent_done_collect(cb->done_fd, &cb->lock, &cb->done, &cb->inflight, out, max);
 }
 
 static uint32_t cpu_inflight(const void *priv)

@@ -9,7 +9,7 @@
 
 GPUTEST_OBJ := $(OBJ)/tests/unit/gpu
 GPUTEST_FAKE_CUDA := $(TESTOUT)/unit/libmoecache-fakecuda.so
-GPUTEST_LINK := $(GPU_AGENT_OBJS) $(OBJ)/agent/log.o $(LIBOUT)/libmoecache.a
+GPUTEST_LINK := $(GPU_AGENT_OBJS) $(OBJ)/agent/copy_queue.o $(OBJ)/agent/log.o $(LIBOUT)/libmoecache.a
 
 UNIT_TESTS += $(TESTOUT)/unit/gpu_common $(TESTOUT)/unit/gpu_cuda $(TESTOUT)/unit/gpu_rocm
 

@@ -14,7 +14,7 @@ debug-kernel:
 .PHONY: debug-module
 debug-module:
 	+@kdir=$$(tools/debug-kernel/build) && \
-		$(MAKE) --no-print-directory BUILD=$(BUILD)/debug KDIR=$$kdir module
+		$(MAKE) --no-print-directory -B BUILD=$(BUILD)/debug KDIR=$$kdir module
 
 .PHONY: check-debug
 check-debug:

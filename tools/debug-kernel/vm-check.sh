@@ -76,10 +76,10 @@ phase_suites()
 {
 	rc=0
 	for suite in ${CHECK_DEBUG_SUITES:-}; do
-		t=$(now)
+		suite_start=$(now)
 		"$suite"
 		r=$?
-		echo "check-debug: suite $suite: exit $r ($(since "$t") s)"
+		echo "check-debug: suite $suite: exit $r ($(since "$suite_start") s)"
 		[ "$r" = 0 ] || rc=1
 	done
 	return $rc

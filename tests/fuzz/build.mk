@@ -3,7 +3,8 @@
 # `make check-debug` runs them on the debug kernel. Static: nothing to copy.
 FUZZ_BIN      := $(TESTOUT)/vm/moecache-fuzz
 FAULTINJ_BIN  := $(TESTOUT)/vm/moecache-faultinj
-FUZZ_OBJS     := $(OBJ)/tests/fuzz/main.o $(OBJ)/tests/fuzz/ops.o $(OBJ)/tests/fuzz/check.o
+FUZZ_OBJS     := $(OBJ)/tests/fuzz/main.o $(OBJ)/tests/fuzz/ops.o $(OBJ)/tests/fuzz/check.o \
+                 $(OBJ)/tests/fuzz/netlink.o
 FAULTINJ_OBJS := $(OBJ)/tests/fuzz/faultinj.o
 
 VM_TESTS  += $(FUZZ_BIN) $(FAULTINJ_BIN)

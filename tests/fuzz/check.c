@@ -115,6 +115,8 @@ const char *fz_errname(int err)
 	    {EPIPE, "EPIPE"},	    {ENODATA, "ENODATA"},     {EOVERFLOW, "EOVERFLOW"},
 	    {ENOTCONN, "ENOTCONN"}, {ETIMEDOUT, "ETIMEDOUT"}, {EALREADY, "EALREADY"},
 	    {ENODEV, "ENODEV"},	    {EMFILE, "EMFILE"},	      {ENXIO, "ENXIO"},
+	    {EOPNOTSUPP, "EOPNOTSUPP"}, {ERANGE, "ERANGE"},   {EMSGSIZE, "EMSGSIZE"},
+	    {ENOBUFS, "ENOBUFS"},
 	};
 	static char buf[16];
 	size_t i;

@@ -109,6 +109,12 @@ struct fz_lane {
 	uint64_t file_gen;
 	unsigned int cur_op;
 	uint64_t child_ops;		 /* operations run by forked children */
+	int nl_fd;			 /* generic netlink socket, -1 until used */
+	pid_t nl_owner;			 /* who opened it: a forked child opens its own */
+	uint16_t nl_family;
+	uint32_t nl_group; /* the events multicast group, 0 if unknown */
+	uint32_t nl_seq;
+	bool nl_subscribed;
 	uint64_t counts[FZ_OP_SLOTS];	 /* per operation kind */
 	uint64_t ok_counts[FZ_OP_SLOTS]; /* calls that succeeded */
 };
@@ -147,6 +153,9 @@ bool fz_map_snapshot(struct fz_lane *l, const struct fz_fd *f, uint32_t *map, ui
 /* ---- operations ---- */
 void fz_lane_run(struct fz_lane *l, uint64_t ops);
 void fz_lane_close_all(struct fz_lane *l);
+/* A generic netlink message to the moecache family (netlink.c). */
+void fz_op_netlink(struct fz_lane *l);
+void fz_netlink_close(struct fz_lane *l);
 /* The name of operation kind op, or NULL past the last. */
 const char *fz_op_name(unsigned int op);
 /* Pool names used by the run: prefix + k. */

@@ -117,6 +117,7 @@ static void lane_main(const struct fz_config *shared_cfg, unsigned int id, uint6
 	l->privileged = id < 2;
 	l->uid = id < 2 ? 0 : 1000 + id % 2;
 	l->gid = l->uid;
+	l->nl_fd = -1;
 	for (i = 0; i < FZ_MAX_FDS; i++) {
 		l->fds[i].fd = -1;
 		l->fds[i].bank_fd = -1;

@@ -48,6 +48,7 @@ enum fz_op {
 	OP_TOUCH,
 	OP_BADIOCTL,
 	OP_FORK,
+	OP_NETLINK,
 	OP_NR
 };
 
@@ -84,6 +85,7 @@ static const struct {
     [OP_TOUCH] = {"touch", 20},
     [OP_BADIOCTL] = {"bad_ioctl", 30},
     [OP_FORK] = {"fork", 2},
+    [OP_NETLINK] = {"netlink", 40},
 };
 
 /* ---- small helpers ---- */
@@ -2044,6 +2046,7 @@ void fz_lane_close_all(struct fz_lane *l)
 			munmap(l->maps[i].addr, l->maps[i].len);
 			memset(&l->maps[i], 0, sizeof(l->maps[i]));
 		}
+	fz_netlink_close(l);
 }
 
 static void run_one(struct fz_lane *l);
@@ -2156,6 +2159,9 @@ static void run_one(struct fz_lane *l)
 		return;
 	case OP_FORK:
 		op_fork(l, &fork_budget);
+		return;
+	case OP_NETLINK:
+		fz_op_netlink(l);
 		return;
 	default:
 		break;

@@ -107,16 +107,20 @@ const char *fz_errname(int err)
 		int err;
 		const char *name;
 	} names[] = {
-	    {EPERM, "EPERM"},	    {ENOENT, "ENOENT"},	      {EINTR, "EINTR"},
-	    {EIO, "EIO"},	    {E2BIG, "E2BIG"},	      {EBADF, "EBADF"},
-	    {EAGAIN, "EAGAIN"},	    {ENOMEM, "ENOMEM"},	      {EACCES, "EACCES"},
-	    {EFAULT, "EFAULT"},	    {EBUSY, "EBUSY"},	      {EEXIST, "EEXIST"},
-	    {EINVAL, "EINVAL"},	    {ENOTTY, "ENOTTY"},	      {ENOSPC, "ENOSPC"},
-	    {EPIPE, "EPIPE"},	    {ENODATA, "ENODATA"},     {EOVERFLOW, "EOVERFLOW"},
-	    {ENOTCONN, "ENOTCONN"}, {ETIMEDOUT, "ETIMEDOUT"}, {EALREADY, "EALREADY"},
-	    {ENODEV, "ENODEV"},	    {EMFILE, "EMFILE"},	      {ENXIO, "ENXIO"},
-	    {EOPNOTSUPP, "EOPNOTSUPP"}, {ERANGE, "ERANGE"},   {EMSGSIZE, "EMSGSIZE"},
-	    {ENOBUFS, "ENOBUFS"},
+	    {EPERM, "EPERM"},		{ENOENT, "ENOENT"},
+	    {EINTR, "EINTR"},		{EIO, "EIO"},
+	    {E2BIG, "E2BIG"},		{EBADF, "EBADF"},
+	    {EAGAIN, "EAGAIN"},		{ENOMEM, "ENOMEM"},
+	    {EACCES, "EACCES"},		{EFAULT, "EFAULT"},
+	    {EBUSY, "EBUSY"},		{EEXIST, "EEXIST"},
+	    {EINVAL, "EINVAL"},		{ENOTTY, "ENOTTY"},
+	    {ENOSPC, "ENOSPC"},		{EPIPE, "EPIPE"},
+	    {ENODATA, "ENODATA"},	{EOVERFLOW, "EOVERFLOW"},
+	    {ENOTCONN, "ENOTCONN"},	{ETIMEDOUT, "ETIMEDOUT"},
+	    {EALREADY, "EALREADY"},	{ENODEV, "ENODEV"},
+	    {EMFILE, "EMFILE"},		{ENXIO, "ENXIO"},
+	    {EOPNOTSUPP, "EOPNOTSUPP"}, {ERANGE, "ERANGE"},
+	    {EMSGSIZE, "EMSGSIZE"},	{ENOBUFS, "ENOBUFS"},
 	};
 	static char buf[16];
 	size_t i;

@@ -108,9 +108,9 @@ struct fz_lane {
 	struct fz_mapping maps[FZ_MAX_MAPS];
 	uint64_t file_gen;
 	unsigned int cur_op;
-	uint64_t child_ops;		 /* operations run by forked children */
-	int nl_fd;			 /* generic netlink socket, -1 until used */
-	pid_t nl_owner;			 /* who opened it: a forked child opens its own */
+	uint64_t child_ops; /* operations run by forked children */
+	int nl_fd;	    /* generic netlink socket, -1 until used */
+	pid_t nl_owner;	    /* who opened it: a forked child opens its own */
 	uint16_t nl_family;
 	uint32_t nl_group; /* the events multicast group, 0 if unknown */
 	uint32_t nl_seq;

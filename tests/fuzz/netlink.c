@@ -147,7 +147,8 @@ static int nl_resolve(struct fz_lane *l)
 	a = (struct nlattr *)((uint8_t *)NLMSG_DATA(h) + GENL_HDRLEN);
 	rem = (int)h->nlmsg_len - NLMSG_HDRLEN - GENL_HDRLEN;
 	for (; rem >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN && a->nla_len <= rem;
-	     rem -= NLA_ALIGN(a->nla_len), a = (struct nlattr *)((uint8_t *)a + NLA_ALIGN(a->nla_len))) {
+	     rem -= NLA_ALIGN(a->nla_len),
+	     a = (struct nlattr *)((uint8_t *)a + NLA_ALIGN(a->nla_len))) {
 		if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_FAMILY_ID &&
 		    a->nla_len == NLA_HDRLEN + 2) {
 			memcpy(&l->nl_family, (uint8_t *)a + NLA_HDRLEN, 2);
@@ -413,7 +414,8 @@ static int nl_collect(struct fz_lane *l, uint32_t seq, bool dump, uint8_t cmd, c
 				int err = 0;
 
 				if (!dump) {
-					fz_report(l, "netlink: DONE to a request that is not a dump");
+					fz_report(l,
+						  "netlink: DONE to a request that is not a dump");
 					goto out;
 				}
 				if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(err)))
@@ -448,7 +450,7 @@ out:
 /* ---- the operation ---- */
 
 static const uint8_t fz_cmds[] = {
-    MOECACHE_CMD_POOL_LIST, MOECACHE_CMD_POOL_INFO,	MOECACHE_CMD_STATS,
+    MOECACHE_CMD_POOL_LIST,   MOECACHE_CMD_POOL_INFO,	 MOECACHE_CMD_STATS,
     MOECACHE_CMD_POOL_CREATE, MOECACHE_CMD_POOL_DESTROY, MOECACHE_CMD_FLUSH,
 };
 
@@ -504,7 +506,8 @@ static void add_defect(struct fz_lane *l, struct fz_expect *e, struct nl_req *r,
 		junk[i] = (uint8_t)fz_rand(l);
 	switch (fz_below(l, 13)) {
 	case 0:
-		req_put(r, (uint16_t)(MOECACHE_A_MAX + 1 + fz_below(l, 200)), junk, fz_below(l, 12));
+		req_put(r, (uint16_t)(MOECACHE_A_MAX + 1 + fz_below(l, 200)), junk,
+			fz_below(l, 12));
 		fz_defect(e, "unknown-attribute", EINVAL, 0);
 		break;
 	case 1:
@@ -564,7 +567,8 @@ static void add_defect(struct fz_lane *l, struct fz_expect *e, struct nl_req *r,
 		break;
 	case 10:
 		/* The genetlink header's reserved field. */
-		((struct genlmsghdr *)(r->buf + NLMSG_HDRLEN))->reserved = (uint16_t)(1 + fz_below(l, 0xfffe));
+		((struct genlmsghdr *)(r->buf + NLMSG_HDRLEN))->reserved =
+		    (uint16_t)(1 + fz_below(l, 0xfffe));
 		fz_defect(e, "genl-reserved", EINVAL, 0);
 		break;
 	case 11: {
@@ -645,8 +649,8 @@ void fz_op_netlink(struct fz_lane *l)
 
 	if (cmd == MOECACHE_CMD_POOL_LIST && r.len > NLMSG_HDRLEN + GENL_HDRLEN)
 		fz_defect(&e, "attribute-on-list", EINVAL, 0);
-	if (cmd == MOECACHE_CMD_STATS && dump && r.len > NLMSG_HDRLEN + GENL_HDRLEN + NLA_HDRLEN +
-								 NLA_ALIGN(strlen(name) + 1))
+	if (cmd == MOECACHE_CMD_STATS && dump &&
+	    r.len > NLMSG_HDRLEN + GENL_HDRLEN + NLA_HDRLEN + NLA_ALIGN(strlen(name) + 1))
 		fz_defect(&e, "layer-on-a-stats-dump", EINVAL, 0);
 	for (i = fz_chance(l, 1, 3) ? 1 + fz_below(l, 2) : 0; i; i--)
 		add_defect(l, &e, &r, cmd, &dump, &tail);

@@ -127,34 +127,44 @@ static int make_resident(struct moecache *agent, uint32_t n)
 	return 0;
 }
 
-static int acquire_release(int fd, const uint32_t *experts, uint32_t *prev, uint32_t *slots)
+static int acquire_release_k(int fd, const uint32_t *experts, uint32_t *prev, uint32_t *slots,
+			     uint32_t k)
 {
 	struct moecache_acquire_release ar = {
 		.acquire = {
 			.layer = 0,
-			.count = BENCH_K,
+			.count = k,
 			.experts = (uintptr_t)experts,
 			.slots = (uintptr_t)slots,
 		},
 		.release_slots = (uintptr_t)prev,
-		.release_count = BENCH_K,
+		.release_count = k,
 	};
 
 	if (ioctl(fd, MOECACHE_IOC_ACQUIRE_RELEASE, &ar))
 		return -errno;
-	return ar.acquire.n_pinned == BENCH_K ? 0 : -EAGAIN;
+	return ar.acquire.n_pinned == k ? 0 : -EAGAIN;
+}
+
+static int acquire_release(int fd, const uint32_t *experts, uint32_t *prev, uint32_t *slots)
+{
+	return acquire_release_k(fd, experts, prev, slots, BENCH_K);
 }
 
 struct ioctl_figures {
 	double nop_ns;
 	double acq_rel_ns;	/* one ACQUIRE_RELEASE call */
 	double acq_then_rel_ns; /* ACQUIRE, then RELEASE: two calls */
+	double acq_rel_1_ns;	/* ACQUIRE_RELEASE of one expert: the fixed part */
+	double get_info_ns;	/* GET_INFO: one small copy out */
 };
 
 /* Null ioctl, ACQUIRE_RELEASE and ACQUIRE+RELEASE, interleaved by round. */
 static int bench_ioctls(const struct bench_opts *o, struct ioctl_figures *f)
 {
-	double nop[BENCH_ROUNDS], ar[BENCH_ROUNDS], two[BENCH_ROUNDS], t;
+	double nop[BENCH_ROUNDS], ar[BENCH_ROUNDS], two[BENCH_ROUNDS], one[BENCH_ROUNDS];
+	double info[BENCH_ROUNDS], t;
+	struct moecache_info mi;
 	uint32_t experts[BENCH_K], slots[BENCH_K], prev[BENCH_K];
 	struct bench_pool bp;
 	unsigned int r, i;
@@ -189,6 +199,17 @@ static int bench_ioctls(const struct bench_opts *o, struct ioctl_figures *f)
 						       NULL);
 		}
 		two[r] = (now_ns() - t) / o->iters;
+
+		/* The first expert alone: prev[0] is its slot after the loop above. */
+		t = now_ns();
+		for (i = 0; i < o->iters && !ret; i++)
+			ret = acquire_release_k(fd, experts, prev, slots, 1);
+		one[r] = (now_ns() - t) / o->iters;
+
+		t = now_ns();
+		for (i = 0; i < o->iters; i++)
+			ioctl(fd, MOECACHE_IOC_GET_INFO, &mi);
+		info[r] = (now_ns() - t) / o->iters;
 	}
 	pool_teardown(&bp);
 	if (ret)
@@ -196,6 +217,8 @@ static int bench_ioctls(const struct bench_opts *o, struct ioctl_figures *f)
 	f->nop_ns = median(nop, BENCH_ROUNDS);
 	f->acq_rel_ns = median(ar, BENCH_ROUNDS);
 	f->acq_then_rel_ns = median(two, BENCH_ROUNDS);
+	f->acq_rel_1_ns = median(one, BENCH_ROUNDS);
+	f->get_info_ns = median(info, BENCH_ROUNDS);
 	return 0;
 }
 
@@ -610,6 +633,15 @@ int main(int argc, char **argv)
 					 "ACQUIRE then RELEASE of 8 (two calls) / NOP",
 					 "acquire_then_release_ns", fig.acq_then_rel_ns, "null_ioctl_ns",
 					 fig.nop_ns));
+	json_object_object_add(root, "acquire_release_1_vs_null_ioctl",
+			       ratio_obj(fig.acq_rel_1_ns / fig.nop_ns, NAN, true,
+					 "ACQUIRE_RELEASE of 1 resident expert / NOP: the per-call part",
+					 "acquire_release_1_ns", fig.acq_rel_1_ns, "null_ioctl_ns",
+					 fig.nop_ns));
+	json_object_object_add(root, "get_info_vs_null_ioctl",
+			       ratio_obj(fig.get_info_ns / fig.nop_ns, NAN, true,
+					 "GET_INFO (one small copy out) / NOP", "get_info_ns",
+					 fig.get_info_ns, "null_ioctl_ns", fig.nop_ns));
 
 	ret = bench_map_lookup(&o, &a, &b);
 	if (ret) {
@@ -659,6 +691,8 @@ int main(int argc, char **argv)
 	printf("%-34s %10s   %-10s %s\n", "figure", "ratio", "target", "");
 	print_row(root, "acquire_release_vs_null_ioctl", "<= 2");
 	print_row(root, "acquire_then_release_vs_null_ioctl", "(2 calls)");
+	print_row(root, "acquire_release_1_vs_null_ioctl", "(1 expert)");
+	print_row(root, "get_info_vs_null_ioctl", "(copy out)");
 	print_row(root, "map_lookup_vs_array_read", "(none)");
 	print_row(root, "miss_rtt_vs_pipe_pingpong", "<= 3");
 	print_row(root, "copy_vs_memcpy", ">= 0.9");

@@ -47,6 +47,7 @@ struct fi {
 	bool injected;	  /* the armed step was reached */
 	unsigned int reports;
 	unsigned int verbose;
+	uint32_t next_slot; /* where agent_serve() fills next */
 	uint64_t failures, sites;
 	/* Agent and client of the main pool, outside the call under test. */
 	int agent;
@@ -270,18 +271,52 @@ static void agent_decline(struct fi *fi, const struct moecache_request *reqs, in
 		fi_report(fi, "declining %d requests: %s", n, strerror(errno));
 }
 
-/* Reads every queued request and declines it; returns how many there were. */
+static long agent_fill(struct fi *fi, uint32_t slot, uint32_t layer, uint32_t expert);
+
+/*
+ * Fills a demanded expert into one of the slots above the four that
+ * make_resident() keeps: a declined demand is queued again (docs/abi.md),
+ * so the agent has to serve it.
+ */
+static void agent_serve(struct fi *fi, const struct moecache_request *req)
+{
+	const uint32_t *pins = (const uint32_t *)((const char *)fi->map + fi->map->pins_off);
+	uint32_t i, slot;
+	long ret = -EBUSY;
+
+	for (i = 0; i < FI_SLOTS - 4 && ret == -EBUSY; i++) {
+		slot = 4 + (fi->next_slot++ % (FI_SLOTS - 4));
+		if (__atomic_load_n(&pins[slot], __ATOMIC_ACQUIRE))
+			continue;
+		ret = agent_fill(fi, slot, req->layer, req->expert);
+	}
+	if (ret)
+		fi_report(fi, "serving the demand for %u/%u: %s", req->layer, req->expert,
+			  strerror((int)-ret));
+}
+
+/*
+ * Reads every queued request, serves demands and declines hints; returns how
+ * many there were.
+ */
 static int agent_drain(struct fi *fi, struct moecache_request *reqs, int max)
 {
-	int total = 0;
+	int total = 0, i, k;
 	ssize_t n;
 
 	for (;;) {
 		n = read(fi->agent, reqs, sizeof(*reqs) * max);
 		if (n <= 0)
 			return n < 0 && errno != EAGAIN ? -errno : total;
-		agent_decline(fi, reqs, (int)(n / sizeof(*reqs)));
-		total += (int)(n / sizeof(*reqs));
+		n /= (ssize_t)sizeof(*reqs);
+		for (i = k = 0; i < n; i++) {
+			if (reqs[i].flags & MOECACHE_REQ_DEMAND)
+				agent_serve(fi, &reqs[i]);
+			else
+				reqs[k++] = reqs[i];
+		}
+		agent_decline(fi, reqs, k);
+		total += (int)n;
 	}
 }
 
@@ -977,6 +1012,10 @@ int main(int argc, char **argv)
 			fi.injected = false;
 			fi_reset(&fi);
 			scenarios[s].run(&fi);
+			if (fi.verbose)
+				printf("moecache-faultinj: %s fail-nth %u: %s\n", fi.scenario,
+				       fi.nth,
+				       fi.injected ? "failed a step" : "nothing left to fail");
 			if (!fi.injected)
 				break;
 			injected++;
@@ -990,6 +1029,9 @@ int main(int argc, char **argv)
 			for (k = 0; k < random_runs; k++) {
 				fi_reset(&fi);
 				scenarios[s].run(&fi);
+				if (fi.verbose)
+					printf("moecache-faultinj: %s random round %u done\n",
+					       fi.scenario, k);
 			}
 			configure_faults(0);
 		}

@@ -83,9 +83,17 @@ struct fz_config {
 	bool trace;
 	bool strict;	 /* one lane: the pool's whole state is ours */
 	bool no_bad_out; /* no unwritable reply pointers (their calls change state) */
+	bool no_netlink; /* the operations of before the netlink ones, in the same sequence */
 	char prefix[24];
 	struct moecache_info info;
 	long page;
+	/*
+	 * Shared by the lanes: odd while a netlink FLUSH is in flight, bumped
+	 * twice by each. A flush from another lane may unmap resident slots
+	 * under an agent's call, so the checks that a call left map[] alone
+	 * give way when it moved during the call.
+	 */
+	uint64_t *flush_gen;
 	/* Junk memory for bad pointers: [rw][none][ro view of rw2][rw2]. */
 	uint8_t *rw;
 	uint8_t *none;
@@ -100,8 +108,10 @@ struct fz_lane {
 	bool privileged;
 	uid_t uid;
 	gid_t gid;
-	bool child;	/* a forked child of the lane */
-	uint64_t op_no; /* number of the current operation */
+	bool child;	      /* a forked child of the lane */
+	uint64_t op_no;	      /* number of the current operation */
+	uint64_t flush_start; /* cfg->flush_gen when the operation began */
+	uint64_t excused;     /* checks given up because of another lane's FLUSH */
 	const char *op_name;
 	unsigned int reports;
 	struct fz_fd fds[FZ_MAX_FDS];
@@ -140,6 +150,9 @@ bool fz_check_result(struct fz_lane *l, const struct fz_expect *e, long ret, con
 __attribute__((format(printf, 2, 3))) void fz_report(struct fz_lane *l, const char *fmt, ...);
 __attribute__((format(printf, 2, 3))) void fz_trace(struct fz_lane *l, const char *fmt, ...);
 const char *fz_errname(int err);
+
+/* True if another lane's netlink FLUSH may have run during this operation. */
+bool fz_flush_overlap(const struct fz_lane *l);
 
 /* ---- invariants ---- */
 /* Checks the map region of fd f (if mapped) and what the lane knows of it. */

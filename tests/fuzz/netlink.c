@@ -15,6 +15,7 @@
  * unknown command or a missing handler EOPNOTSUPP.
  */
 #include <errno.h>
+#include <limits.h>
 #include <linux/genetlink.h>
 #include <linux/netlink.h>
 #include <poll.h>
@@ -577,7 +578,9 @@ static void add_defect(struct fz_lane *l, struct fz_expect *e, struct nl_req *r,
 					       0x800};
 		uint16_t f = bad[fz_below(l, sizeof(bad) / sizeof(bad[0]))];
 
-		if (*dump && (f == NLM_F_ROOT || f == NLM_F_MATCH))
+		/* Both halves of DUMP would make a dump, not a defect. */
+		if ((f == NLM_F_ROOT || f == NLM_F_MATCH) &&
+		    (*dump || (req_hdr(r)->nlmsg_flags & (NLM_F_ROOT | NLM_F_MATCH))))
 			f = NLM_F_ATOMIC;
 		req_hdr(r)->nlmsg_flags |= f;
 		if (f == NLM_F_ROOT || f == NLM_F_MATCH)
@@ -597,11 +600,11 @@ void fz_op_netlink(struct fz_lane *l)
 	struct fz_expect e;
 	struct nl_req r;
 	char name[MOECACHE_NAME_LEN] = "";
-	unsigned int replies, i;
+	unsigned int replies = UINT_MAX, i;
 	uint32_t seq;
 	uint8_t cmd;
 	unsigned int tail = TAIL_NONE;
-	bool dump, unknown = false;
+	bool dump, flush, unknown = false;
 	int ret;
 
 	if (!nl_ready(l))
@@ -670,14 +673,23 @@ void fz_op_netlink(struct fz_lane *l)
 	req_hdr(&r)->nlmsg_len = (uint32_t)r.len;
 	seq = ++l->nl_seq;
 	req_hdr(&r)->nlmsg_seq = seq;
+	flush = cmd == MOECACHE_CMD_FLUSH;
+	if (flush)
+		__atomic_add_fetch(l->cfg->flush_gen, 1, __ATOMIC_ACQ_REL);
 	ret = nl_send(l->nl_fd, r.buf, r.len);
-	if (ret) {
+	if (!ret)
+		ret = nl_collect(l, seq, dump, cmd,
+				 name[0] && cmd != MOECACHE_CMD_POOL_LIST ? name : NULL, &replies);
+	if (flush) {
+		__atomic_add_fetch(l->cfg->flush_gen, 1, __ATOMIC_ACQ_REL);
+		/* Our own flush is not another lane's. */
+		l->flush_start = __atomic_load_n(l->cfg->flush_gen, __ATOMIC_ACQUIRE);
+	}
+	if (ret < 0 && replies == UINT_MAX) {
 		/* The message reached genetlink or not: either way no errno of ours. */
 		fz_report(l, "netlink send of %zu bytes: %s", r.len, fz_errname(-ret));
 		return;
 	}
-	ret = nl_collect(l, seq, dump, cmd, name[0] && cmd != MOECACHE_CMD_POOL_LIST ? name : NULL,
-			 &replies);
 	fz_trace(l, "NETLINK cmd %u%s %s len %zu -> %d (%u replies) [%s]", cmd, dump ? " dump" : "",
 		 name, r.len, ret, replies, e.defects);
 	if (ret > 0)

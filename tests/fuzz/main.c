@@ -198,6 +198,9 @@ static const struct fz_regression {
      "op 267: ACQUIRE with an unwritable slots list counted misses, then EFAULT; "
      "op 807: ATTACH with a read-only argument attached the file, then EFAULT"},
     {"seed-6", 6, 700, 1, true, "op 636: EVICT with a read-only argument evicted, then EFAULT"},
+    {"seed-334", 334, 65000, 1, false,
+     "op 64902: two flag defects made NLM_F_DUMP, and a dump was taken for a defect "
+     "(the fuzzer's own bug)"},
     /* Longer runs of every operation, netlink included. */
     {"seed-1000", 1000, 20000, 1, false, NULL},
     {"seed-1001", 1001, 40000, 4, false, NULL},

@@ -126,19 +126,12 @@ static int cuda_set_ctx(struct cuda_backend *cb)
 
 static int cuda_queue_push(struct cuda_queue *q, const struct cuda_copy *c)
 {
-	if (q->len == q->cap) {
-		uint32_t cap = q->cap ? q->cap * 2 : 32;
-		struct cuda_copy *items = malloc(cap * sizeof(*items));
+	struct cuda_copy *items =
+	    agent_ring_grow(q->items, sizeof(*q->items), &q->head, q->len, &q->cap, q->len + 1, 32);
 
-		if (!items)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < q->len; i++)
-			items[i] = q->items[(q->head + i) % q->cap];
-		free(q->items);
-		q->items = items;
-		q->head = 0;
-		q->cap = cap;
-	}
+	if (!items)
+		return -ENOMEM;
+	q->items = items;
 	q->items[(q->head + q->len) % q->cap] = *c;
 	q->len++;
 	return 0;

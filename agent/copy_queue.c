@@ -2,29 +2,41 @@
 /* Copy FIFOs and the finished-copy side shared by the copy engines. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "copy_queue.h"
 
+void *agent_ring_grow(void *items, size_t size, uint32_t *head, uint32_t len, uint32_t *cap,
+		      uint32_t want, uint32_t first_cap)
+{
+	uint32_t new_cap = *cap ? *cap : first_cap;
+	char *grown;
+
+	if (want <= *cap)
+		return items;
+	while (new_cap < want)
+		new_cap *= 2;
+	grown = malloc((size_t)new_cap * size);
+	if (!grown)
+		return NULL;
+	for (uint32_t i = 0; i < len; i++)
+		memcpy(grown + (size_t)i * size,
+		       (const char *)items + (size_t)((*head + i) % *cap) * size, size);
+	free(items);
+	*head = 0;
+	*cap = new_cap;
+	return grown;
+}
+
 int agent_copy_queue_reserve(struct agent_copy_queue *q, uint32_t want)
 {
-	struct agent_copy *items;
-	uint32_t cap;
+	struct agent_copy *items =
+	    agent_ring_grow(q->items, sizeof(*q->items), &q->head, q->len, &q->cap, want, 64);
 
-	if (want <= q->cap)
-		return 0;
-	cap = q->cap ? q->cap : 64;
-	while (cap < want)
-		cap *= 2;
-	items = malloc(cap * sizeof(*items));
 	if (!items)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < q->len; i++)
-		items[i] = q->items[(q->head + i) % q->cap];
-	free(q->items);
 	q->items = items;
-	q->head = 0;
-	q->cap = cap;
 	return 0;
 }
 

@@ -14,9 +14,20 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
+
+/*
+ * The growth step of the FIFOs here and in the engines: a ring of *cap
+ * entries of size bytes, len of them in use from *head, gets room for at
+ * least want entries (first_cap when empty, doubling), laid out again from
+ * index 0. Returns the entries to use from now on (items itself when there
+ * was room), or NULL without memory, the ring unchanged.
+ */
+void *agent_ring_grow(void *items, size_t size, uint32_t *head, uint32_t len, uint32_t *cap,
+		      uint32_t want, uint32_t first_cap);
 
 struct agent_copy_queue {
 	struct agent_copy *items;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "copy_queue.h"
 #include "libmoecache.h"
 #include "policy/policy.h"
 #include "pool.h"
@@ -106,19 +107,12 @@ struct agent_pool {
 
 static int fifo_push(struct idx_fifo *q, uint32_t idx)
 {
-	if (q->len == q->cap) {
-		uint32_t cap = q->cap ? q->cap * 2 : 64;
-		uint32_t *items = malloc(cap * sizeof(*items));
+	uint32_t *items =
+	    agent_ring_grow(q->items, sizeof(*q->items), &q->head, q->len, &q->cap, q->len + 1, 64);
 
-		if (!items)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < q->len; i++)
-			items[i] = q->items[(q->head + i) % q->cap];
-		free(q->items);
-		q->items = items;
-		q->head = 0;
-		q->cap = cap;
-	}
+	if (!items)
+		return -ENOMEM;
+	q->items = items;
 	q->items[(q->head + q->len) % q->cap] = idx;
 	q->len++;
 	return 0;

@@ -813,6 +813,23 @@ static void queue_state_compare(struct fz_lane *l, const char *what, const struc
  * The release half of ACQUIRE_RELEASE: slots this file holds pins on (or
  * none), with defects. Returns the count passed; *ptr gets the list pointer.
  */
+static uint32_t pick_held(struct fz_lane *l, struct fz_expect *e, const struct fz_fd *f,
+			  uint32_t *held, uint32_t *slots, uint32_t num, uint32_t den)
+{
+	uint32_t n = 0, s;
+
+	memcpy(held, f->pins, f->g.n_slots * sizeof(*held));
+	for (s = 0; s < f->g.n_slots && n < 16; s++)
+		while (held[s] && n < 16 && fz_chance(l, num, den)) {
+			slots[n++] = s;
+			held[s]--;
+		}
+	/* Pins taken by another process sharing the file are not ours to count. */
+	if (f->shared)
+		fz_expect_err(e, EINVAL);
+	return n;
+}
+
 static uint32_t release_half(struct fz_lane *l, struct fz_expect *e, struct fz_fd *f,
 			     uint32_t *slots, uint64_t *ptr)
 {
@@ -820,16 +837,8 @@ static uint32_t release_half(struct fz_lane *l, struct fz_expect *e, struct fz_f
 	uint32_t held[256], n = 0, s;
 
 	*ptr = 0;
-	if (tracked) {
-		memcpy(held, f->pins, f->g.n_slots * sizeof(*held));
-		for (s = 0; s < f->g.n_slots && n < 16; s++)
-			while (held[s] && n < 16 && fz_chance(l, 1, 2)) {
-				slots[n++] = s;
-				held[s]--;
-			}
-		if (f->shared)
-			fz_expect_err(e, EINVAL);
-	}
+	if (tracked)
+		n = pick_held(l, e, f, held, slots, 1, 2);
 	if (fz_chance(l, 1, 8)) {
 		switch (fz_below(l, 4)) {
 		case 0:
@@ -1018,16 +1027,8 @@ static void op_release(struct fz_lane *l, struct fz_fd *f)
 	gate(&e, f, MOECACHE_ROLE_CLIENT, MOECACHE_ROLE_CLIENT);
 	memset(&req, 0, sizeof(req));
 	memset(held, 0, sizeof(held));
-	if (tracked) {
-		memcpy(held, f->pins, f->g.n_slots * sizeof(*held));
-		for (s = 0; s < f->g.n_slots && n < 16; s++)
-			while (held[s] && n < 16 && fz_chance(l, 2, 3)) {
-				slots[n++] = s;
-				held[s]--;
-			}
-		if (f->shared)
-			fz_expect_err(&e, EINVAL);
-	}
+	if (tracked)
+		n = pick_held(l, &e, f, held, slots, 2, 3);
 	list = n && !fz_chance(l, 1, 10);
 	req.flags = list ? 0 : MOECACHE_REL_ALL;
 	req.count = list ? n : 0;

@@ -26,6 +26,9 @@
  *            the previous token used it, aware that layers run in a cycle
  *   revisit  reuse with the chance of return measured for each number of
  *            tokens since the expert's latest use
+ *   lookahead  revisit told exactly which experts the next few tokens use
+ *            (needs a future oracle; for simulation only: it measures how
+ *            much a perfect next-token predictor would be worth)
  *   default  what moecached uses when nobody chooses (now: revisit);
  *            docs/policy.md says why
  */
@@ -58,13 +61,15 @@ struct moe_policy_config {
 	uint32_t n_layers, n_experts;	   /* experts per layer in the pool's local range */
 	uint32_t n_slots;		   /* cache capacity (global across layers) */
 	const struct moe_profile *profile; /* optional ranked popularity, may be NULL */
-	const struct moe_future *future;   /* optional oracle of future accesses (belady only) */
+	const struct moe_future *future;   /* oracle of future accesses (belady, lookahead) */
+	uint64_t lookahead_steps;	   /* lookahead: steps it sees ahead (0: n_layers) */
 };
 
 /*
  * Creates the policy called name (NULL or "default" gives the default).
  * Returns 0, -ENOENT for an unknown name, -EINVAL for a bad config (zero
- * sizes, static without a profile, belady without a future), -ENOMEM.
+ * sizes, static without a profile, belady or lookahead without a future),
+ * -ENOMEM.
  * Profile entries outside the pool's range are ignored. The config's
  * profile is copied; the future must outlive the policy.
  */

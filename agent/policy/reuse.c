@@ -29,6 +29,11 @@
  * models (the expert sets of a few tokens back return well above chance on
  * some, barely on others), and the measured rates follow that.
  *
+ * lookahead is revisit with an oracle: it knows exactly which experts the
+ * next few tokens use and keeps those by their true next use, ranking the
+ * rest as revisit does. It is for simulation, to measure what a perfect
+ * next-token predictor would be worth (docs/policy.md).
+ *
  * Recency alone (LRU) evicts the expert whose layer runs next, the wrong one
  * when a token touches more experts than there are slots; frequency alone
  * keeps what was hot long ago. docs/policy.md has the figures.
@@ -53,6 +58,9 @@ struct reuse {
 	/* again[g]: decayed count of uses g visits after the expert's previous use */
 	double again[REVISIT_GAPS + 1];
 	double uses; /* decayed count of uses (each one a chance of a later "again") */
+	/* lookahead only */
+	const struct moe_future *future;
+	uint64_t horizon; /* steps it sees ahead */
 };
 
 static int reuse_init_gaps(struct moe_policy *p, uint32_t n_gaps)
@@ -89,6 +97,22 @@ static int reuse_init(struct moe_policy *p, const struct moe_policy_config *cfg)
 static int revisit_init(struct moe_policy *p, const struct moe_policy_config *cfg)
 {
 	return reuse_init_gaps(p, REVISIT_GAPS);
+}
+
+static int lookahead_init(struct moe_policy *p, const struct moe_policy_config *cfg)
+{
+	struct reuse *r;
+	int err;
+
+	if (!cfg->future || !cfg->future->next_use)
+		return -EINVAL;
+	err = reuse_init_gaps(p, REVISIT_GAPS);
+	if (err)
+		return err;
+	r = p->priv;
+	r->future = cfg->future;
+	r->horizon = cfg->lookahead_steps ? cfg->lookahead_steps : p->n_layers;
+	return 0;
 }
 
 static void reuse_fini(struct moe_policy *p)
@@ -152,6 +176,18 @@ static double reuse_distance(struct moe_policy *p, uint32_t id, void *arg)
 	       p->n_layers * (1.0 - q) / q;
 }
 
+/* arg: the layer running now. Known uses first, by their true distance. */
+static double lookahead_distance(struct moe_policy *p, uint32_t id, void *arg)
+{
+	const struct reuse *r = p->priv;
+	uint64_t next = r->future->next_use(r->future, moe_policy_id_layer(p, id),
+					    id % p->n_experts, p->step + 1);
+
+	if (next != MOE_FUTURE_NEVER && next - p->step <= r->horizon)
+		return (double)(next - p->step);
+	return (double)r->horizon + reuse_distance(p, id, arg);
+}
+
 static void reuse_inserted(struct moe_policy *p, uint32_t slot, uint32_t id, bool prefetch)
 {
 }
@@ -182,6 +218,20 @@ static int reuse_victim(struct moe_policy *p, uint32_t id, bool prefetch,
 	return slot;
 }
 
+static int lookahead_victim(struct moe_policy *p, uint32_t id, bool prefetch,
+			    bool (*evictable)(void *ctx, uint32_t slot), void *ctx)
+{
+	uint32_t layer = moe_policy_id_layer(p, id);
+	uint32_t now = prefetch ? (layer + p->n_layers - 1) % p->n_layers : layer;
+	int slot = moe_policy_scan(p, lookahead_distance, &now, evictable, ctx);
+
+	/* As belady: a prefetch only of something needed before the victim. */
+	if (slot >= 0 && prefetch &&
+	    lookahead_distance(p, p->slot_id[slot], &now) <= lookahead_distance(p, id, &now))
+		return -ECANCELED;
+	return slot;
+}
+
 const struct moe_policy_ops moe_policy_reuse_ops = {
     .name = "reuse",
     .init = reuse_init,
@@ -200,4 +250,14 @@ const struct moe_policy_ops moe_policy_revisit_ops = {
     .inserted = reuse_inserted,
     .removed = reuse_removed,
     .victim = reuse_victim,
+};
+
+const struct moe_policy_ops moe_policy_lookahead_ops = {
+    .name = "lookahead",
+    .init = lookahead_init,
+    .fini = reuse_fini,
+    .access = reuse_access,
+    .inserted = reuse_inserted,
+    .removed = reuse_removed,
+    .victim = lookahead_victim,
 };

@@ -35,8 +35,10 @@ struct cli {
 	enum moe_trace_phase phase;
 	const char *profile;
 	const char *out;
+	uint32_t lookahead; /* tokens the lookahead oracle sees; 0: not given */
 	bool per_layer;
 	bool prefetch;
+	bool oracles;
 };
 
 static void usage(FILE *f)
@@ -46,8 +48,9 @@ static void usage(FILE *f)
 	    "usage: moecache-trace sim --trace FILE (--capacity FRACTION | --slots N)\n"
 	    "                          [--policy NAME] [--per-layer] [--prompt NAME]\n"
 	    "                          [--phase prefill|decode|all] [--prefetch] [--profile FILE]\n"
+	    "                          [--lookahead TOKENS] (with --policy lookahead)\n"
 	    "       moecache-trace table --trace FILE [--trace FILE...] [--capacity F,F,...]\n"
-	    "                          [--per-layer]\n"
+	    "                          [--per-layer] [--oracles]\n"
 	    "       moecache-trace profile --trace FILE --out FILE [--prompt NAME] [--phase P]\n"
 	    "       moecache-trace info --trace FILE\n"
 	    "policies:");
@@ -90,12 +93,20 @@ static int parse_capacities(struct cli *c, const char *arg)
 static int parse_args(int argc, char **argv, struct cli *c)
 {
 	static const struct option opts[] = {
-	    {"trace", required_argument, NULL, 't'},   {"capacity", required_argument, NULL, 'c'},
-	    {"slots", required_argument, NULL, 's'},   {"policy", required_argument, NULL, 'p'},
-	    {"per-layer", no_argument, NULL, 'l'},     {"prompt", required_argument, NULL, 'P'},
-	    {"phase", required_argument, NULL, 'h'},   {"prefetch", no_argument, NULL, 'f'},
-	    {"profile", required_argument, NULL, 'r'}, {"out", required_argument, NULL, 'o'},
-	    {"help", no_argument, NULL, '?'},	       {NULL, 0, NULL, 0},
+	    {"trace", required_argument, NULL, 't'},
+	    {"capacity", required_argument, NULL, 'c'},
+	    {"slots", required_argument, NULL, 's'},
+	    {"policy", required_argument, NULL, 'p'},
+	    {"per-layer", no_argument, NULL, 'l'},
+	    {"prompt", required_argument, NULL, 'P'},
+	    {"phase", required_argument, NULL, 'h'},
+	    {"prefetch", no_argument, NULL, 'f'},
+	    {"profile", required_argument, NULL, 'r'},
+	    {"out", required_argument, NULL, 'o'},
+	    {"lookahead", required_argument, NULL, 'k'},
+	    {"oracles", no_argument, NULL, 'O'},
+	    {"help", no_argument, NULL, '?'},
+	    {NULL, 0, NULL, 0},
 	};
 	int opt;
 
@@ -127,6 +138,22 @@ static int parse_args(int argc, char **argv, struct cli *c)
 				return -EINVAL;
 			}
 			c->slots = (uint32_t)v;
+			break;
+		case 'k':
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || !v || v > 1000000 ||
+			    optarg[0] == '-') {
+				fprintf(stderr,
+					"moecache-trace: --lookahead: \"%s\" is not a count of "
+					"tokens in [1, 1000000]\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->lookahead = (uint32_t)v;
+			break;
+		case 'O':
+			c->oracles = true;
 			break;
 		case 'p':
 			c->policy = optarg;
@@ -232,6 +259,7 @@ static int cmd_sim(const struct cli *c)
 	    .policy = c->policy,
 	    .per_layer = c->per_layer,
 	    .prefetch = c->prefetch,
+	    .lookahead = c->lookahead,
 	};
 	struct json_object *o = NULL;
 	int ret;
@@ -239,6 +267,11 @@ static int cmd_sim(const struct cli *c)
 	if (c->n_traces != 1 || (!c->slots) == (!c->n_capacities) || c->n_capacities > 1) {
 		fprintf(stderr,
 			"moecache-trace sim: one --trace and one of --capacity or --slots\n");
+		return -EINVAL;
+	}
+	if (c->oracles || (c->lookahead && (!c->policy || strcmp(c->policy, "lookahead")))) {
+		fprintf(stderr, "moecache-trace sim: --lookahead goes with --policy lookahead; "
+				"--oracles with table\n");
 		return -EINVAL;
 	}
 	ret = load_trace(c->traces[0], &t);
@@ -270,6 +303,8 @@ static int cmd_sim(const struct cli *c)
 	json_object_object_add(o, "policy",
 			       json_object_new_string(c->policy ? c->policy : MOE_POLICY_DEFAULT));
 	json_object_object_add(o, "policy_impl", json_object_new_string(r.policy));
+	if (c->policy && !strcmp(c->policy, "lookahead"))
+		json_add_u64(o, "lookahead", c->lookahead ? c->lookahead : 1);
 	json_object_object_add(o, "profile",
 			       json_object_new_string(c->profile ? c->profile : "none"));
 	json_object_object_add(o, "per_layer", json_object_new_boolean(c->per_layer));
@@ -322,15 +357,48 @@ out:
 	return ret;
 }
 
-/* The policies the table compares, in column order; belady last as the bound. */
-static const char *const table_policies[] = {
-    "lru", "lfu", "arc", "ema", "static", "reuse", MOE_POLICY_DEFAULT, "belady",
+/* A column of the table: a policy, maybe with prefetch or an oracle's horizon. */
+struct table_col {
+	const char *label;
+	const char *policy;
+	uint32_t lookahead;
+	bool prefetch;
+	bool gap; /* also print the share of the LRU-to-Belady gap it closes */
 };
 
-#define N_TABLE_POLICIES (sizeof(table_policies) / sizeof(table_policies[0]))
-#define TABLE_LRU 0
-#define TABLE_DEFAULT 6
-#define TABLE_BELADY 7
+/* The policies compared, in column order. Each table has "lru" and "belady". */
+static const struct table_col table_policies[] = {
+    {.label = "lru", .policy = "lru"},
+    {.label = "lfu", .policy = "lfu"},
+    {.label = "arc", .policy = "arc"},
+    {.label = "ema", .policy = "ema"},
+    {.label = "static", .policy = "static"},
+    {.label = "reuse", .policy = "reuse"},
+    {.label = MOE_POLICY_DEFAULT, .policy = MOE_POLICY_DEFAULT, .gap = true},
+    {.label = "belady", .policy = "belady"},
+    /* Demand hits only are counted. */
+    {.label = "default + prefetch", .policy = MOE_POLICY_DEFAULT, .prefetch = true, .gap = true},
+};
+
+/* What perfect foresight of the next tokens is worth, against the bar. */
+static const struct table_col table_oracles[] = {
+    {.label = "lru", .policy = "lru"},
+    {.label = MOE_POLICY_DEFAULT, .policy = MOE_POLICY_DEFAULT, .gap = true},
+    {.label = "lookahead 1", .policy = "lookahead", .lookahead = 1, .gap = true},
+    {.label = "lookahead 2", .policy = "lookahead", .lookahead = 2, .gap = true},
+    {.label = "belady", .policy = "belady"},
+};
+
+#define TABLE_MAX_COLS 16
+_Static_assert(sizeof(table_policies) / sizeof(table_policies[0]) <= TABLE_MAX_COLS &&
+		   sizeof(table_oracles) / sizeof(table_oracles[0]) <= TABLE_MAX_COLS,
+	       "a table has at most TABLE_MAX_COLS columns");
+
+struct table {
+	const struct table_col *cols;
+	unsigned int n_cols;
+	bool half; /* print the hit rate that closes half the gap */
+};
 
 static void table_gap(double hit, double lru, double belady)
 {
@@ -340,8 +408,8 @@ static void table_gap(double hit, double lru, double belady)
 		printf(" - |");
 }
 
-static int table_rows(const struct cli *c, const struct moe_trace *t, const char *label,
-		      const char *prompt)
+static int table_rows(const struct cli *c, const struct table *tab, const struct moe_trace *t,
+		      const char *label, const char *prompt)
 {
 	struct moe_trace_view v;
 	int ret = moe_trace_select(t, prompt, MOE_TRACE_ALL, &v);
@@ -349,29 +417,37 @@ static int table_rows(const struct cli *c, const struct moe_trace *t, const char
 	if (ret)
 		return ret;
 	for (unsigned int i = 0; i < c->n_capacities; i++) {
-		struct moe_sim_config cfg = {.per_layer = c->per_layer};
-		double hit[N_TABLE_POLICIES];
+		double hit[TABLE_MAX_COLS], lru = 0, belady = 0;
 		struct moe_sim_result r;
+		uint32_t n_slots;
 
-		moe_sim_slots_for(t, c->capacities[i], &cfg.n_slots);
-		printf("| %s | %.0f%% | %u |", label, c->capacities[i] * 100, cfg.n_slots);
-		for (unsigned int j = 0; j < N_TABLE_POLICIES; j++) {
-			cfg.policy = table_policies[j];
+		moe_sim_slots_for(t, c->capacities[i], &n_slots);
+		printf("| %s | %.0f%% | %u |", label, c->capacities[i] * 100, n_slots);
+		for (unsigned int j = 0; j < tab->n_cols; j++) {
+			const struct table_col *col = &tab->cols[j];
+			struct moe_sim_config cfg = {
+			    .policy = col->policy,
+			    .n_slots = n_slots,
+			    .per_layer = c->per_layer,
+			    .prefetch = col->prefetch,
+			    .lookahead = col->lookahead,
+			};
+
 			ret = run_sim(&v, &cfg, &r);
 			if (ret)
 				goto out;
 			hit[j] = r.hit_rate;
+			if (!strcmp(col->policy, "lru"))
+				lru = r.hit_rate;
+			if (!strcmp(col->policy, "belady"))
+				belady = r.hit_rate;
 			printf(" %.3f |", r.hit_rate);
 		}
-		/* The default again, with next-layer prefetch (demand hits only are counted). */
-		cfg.policy = MOE_POLICY_DEFAULT;
-		cfg.prefetch = true;
-		ret = run_sim(&v, &cfg, &r);
-		if (ret)
-			goto out;
-		printf(" %.3f |", r.hit_rate);
-		table_gap(hit[TABLE_DEFAULT], hit[TABLE_LRU], hit[TABLE_BELADY]);
-		table_gap(r.hit_rate, hit[TABLE_LRU], hit[TABLE_BELADY]);
+		if (tab->half)
+			printf(" %.3f |", lru + (belady - lru) / 2);
+		for (unsigned int j = 0; j < tab->n_cols; j++)
+			if (tab->cols[j].gap)
+				table_gap(hit[j], lru, belady);
 		printf("\n");
 	}
 out:
@@ -382,23 +458,42 @@ out:
 static int cmd_table(struct cli *c)
 {
 	static const double default_capacities[] = {0.10, 0.25, 0.50};
+	struct table tab = {
+	    .cols = table_policies,
+	    .n_cols = sizeof(table_policies) / sizeof(table_policies[0]),
+	};
+	unsigned int n_extra = 0;
 
-	if (c->slots || c->policy || c->prompt || c->profile || c->prefetch ||
+	if (c->slots || c->policy || c->prompt || c->profile || c->prefetch || c->lookahead ||
 	    c->phase != MOE_TRACE_ALL) {
-		fprintf(stderr,
-			"moecache-trace table: takes --trace, --capacity and --per-layer only\n");
+		fprintf(stderr, "moecache-trace table: takes --trace, --capacity, --per-layer and "
+				"--oracles only\n");
 		return -EINVAL;
+	}
+	if (c->oracles) {
+		tab.cols = table_oracles;
+		tab.n_cols = sizeof(table_oracles) / sizeof(table_oracles[0]);
+		tab.half = true;
 	}
 	if (!c->n_capacities) {
 		memcpy(c->capacities, default_capacities, sizeof(default_capacities));
 		c->n_capacities = 3;
 	}
 	printf("| trace | capacity | slots |");
-	for (unsigned int j = 0; j < N_TABLE_POLICIES; j++)
-		printf(" %s |", table_policies[j]);
-	printf(" default + prefetch | gap closed: default | gap closed: default + prefetch |\n");
-	printf("|---|---|---|");
-	for (unsigned int j = 0; j < N_TABLE_POLICIES + 3; j++)
+	for (unsigned int j = 0; j < tab.n_cols; j++)
+		printf(" %s |", tab.cols[j].label);
+	if (tab.half) {
+		printf(" half the gap |");
+		n_extra++;
+	}
+	for (unsigned int j = 0; j < tab.n_cols; j++) {
+		if (tab.cols[j].gap) {
+			printf(" gap closed: %s |", tab.cols[j].label);
+			n_extra++;
+		}
+	}
+	printf("\n|---|---|---|");
+	for (unsigned int j = 0; j < tab.n_cols + n_extra; j++)
 		printf("---|");
 	printf("\n");
 	for (unsigned int i = 0; i < c->n_traces; i++) {
@@ -415,14 +510,14 @@ static int cmd_table(struct cli *c)
 			char label[512];
 
 			snprintf(label, sizeof(label), "%s: %s", base, t->prompts[p]);
-			ret = table_rows(c, t, label, t->prompts[p]);
+			ret = table_rows(c, &tab, t, label, t->prompts[p]);
 		}
 		if (!ret) {
 			char label[512];
 
 			snprintf(label, sizeof(label), "%s%s", base,
 				 t->n_prompts > 1 ? ": whole file" : "");
-			ret = table_rows(c, t, label, NULL);
+			ret = table_rows(c, &tab, t, label, NULL);
 		}
 		moe_trace_free(t);
 		if (ret)

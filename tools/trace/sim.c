@@ -270,7 +270,7 @@ static int sim_setup(struct sim *s, const struct moe_sim_config *cfg,
 		     const struct moe_profile *profile)
 {
 	const struct moe_trace *t = s->view->trace;
-	bool belady;
+	bool oracle;
 	int err;
 
 	s->n_layers = t->n_layers;
@@ -287,8 +287,10 @@ static int sim_setup(struct sim *s, const struct moe_sim_config *cfg,
 		return -ENOMEM;
 	for (uint32_t i = 0; i < s->n_ids; i++)
 		s->id_slot[i] = SIM_NONE;
-	belady = cfg->policy && !strcmp(cfg->policy, "belady");
-	if (belady) {
+	/* The policies that read the future. */
+	oracle =
+	    cfg->policy && (!strcmp(cfg->policy, "belady") || !strcmp(cfg->policy, "lookahead"));
+	if (oracle) {
 		err = sim_build_future(s);
 		if (err)
 			return err;
@@ -316,7 +318,9 @@ static int sim_setup(struct sim *s, const struct moe_sim_config *cfg,
 		c->future.next_use = sim_next_use;
 		c->future.ctx = c;
 		pc.n_slots = c->n_slots;
-		pc.future = belady ? &c->future : NULL;
+		pc.future = oracle ? &c->future : NULL;
+		/* Steps are one per layer per token, whatever the cache's share. */
+		pc.lookahead_steps = (uint64_t)(cfg->lookahead ? cfg->lookahead : 1) * t->n_layers;
 		/* Per-layer caches get the profile's entries for their own layer only. */
 		if (cfg->per_layer && profile) {
 			sub.ranked = malloc(sizeof(*sub.ranked) * (profile->n ? profile->n : 1));

@@ -26,6 +26,7 @@ struct moe_sim_config {
 	bool per_layer;	    /* one cache per layer, n_slots split evenly */
 	bool prefetch;
 	const struct moe_profile *profile; /* for static; NULL: ranked from the view itself */
+	uint32_t lookahead;		   /* for lookahead: tokens it sees ahead (0: 1) */
 };
 
 struct moe_sim_result {

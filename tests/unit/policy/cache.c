@@ -16,15 +16,21 @@ int test_cache_init(struct test_cache *c, const char *name, uint32_t n_layers, u
 	    .future = future,
 	};
 
+	return test_cache_init_cfg(c, name, &cfg);
+}
+
+int test_cache_init_cfg(struct test_cache *c, const char *name, const struct moe_policy_config *cfg)
+{
 	memset(c, 0, sizeof(*c));
-	if (n_slots > TEST_MAX_SLOTS || (uint64_t)n_layers * n_experts > TEST_MAX_IDS)
+	if (cfg->n_slots > TEST_MAX_SLOTS ||
+	    (uint64_t)cfg->n_layers * cfg->n_experts > TEST_MAX_IDS)
 		return -EINVAL;
-	c->n_layers = n_layers;
-	c->n_experts = n_experts;
-	c->n_slots = n_slots;
+	c->n_layers = cfg->n_layers;
+	c->n_experts = cfg->n_experts;
+	c->n_slots = cfg->n_slots;
 	for (uint32_t i = 0; i < TEST_MAX_SLOTS; i++)
 		c->owner[i] = TEST_NONE;
-	return moe_policy_create(name, &cfg, &c->policy);
+	return moe_policy_create(name, cfg, &c->policy);
 }
 
 void test_cache_fini(struct test_cache *c)

@@ -27,6 +27,9 @@ struct test_cache {
 int test_cache_init(struct test_cache *c, const char *name, uint32_t n_layers, uint32_t n_experts,
 		    uint32_t n_slots, const struct moe_profile *profile,
 		    const struct moe_future *future);
+/* The same with a whole config (for the settings test_cache_init leaves at zero). */
+int test_cache_init_cfg(struct test_cache *c, const char *name,
+			const struct moe_policy_config *cfg);
 void test_cache_fini(struct test_cache *c);
 bool test_cache_evictable(void *ctx, uint32_t slot);
 /*

@@ -118,6 +118,14 @@ Test(policy, bad_input_belady_without_future, .description = "belady needs a fut
 	cr_assert_eq(moe_policy_create("belady", &cfg, &p), -EINVAL);
 }
 
+Test(policy, bad_input_lookahead_without_future, .description = "lookahead needs a future oracle")
+{
+	const struct moe_policy_config cfg = {.n_layers = 1, .n_experts = 4, .n_slots = 2};
+	struct moe_policy *p;
+
+	cr_assert_eq(moe_policy_create("lookahead", &cfg, &p), -EINVAL);
+}
+
 Test(policy, bad_input_victim_out_of_range,
      .description = "a victim request for an expert outside the pool is -EINVAL")
 {
@@ -194,6 +202,44 @@ Test(policy, basic_belady_textbook_faults,
 
 	cr_assert_eq(test_cache_init(&c, "belady", 1, 8, 3, NULL, &fut.f), 0);
 	cr_assert_eq(run_sequence(&c, textbook, TEXTBOOK_LEN), 9);
+	test_cache_fini(&c);
+}
+
+Test(policy, basic_lookahead_whole_sequence_is_optimal,
+     .description = "lookahead seeing the whole textbook string faults 9 times, as belady does")
+{
+	struct seq_future fut = {
+	    .f = {.next_use = seq_next_use}, .seq = textbook, .n = TEXTBOOK_LEN};
+	const struct moe_policy_config cfg = {.n_layers = 1,
+					      .n_experts = 8,
+					      .n_slots = 3,
+					      .future = &fut.f,
+					      .lookahead_steps = TEXTBOOK_LEN};
+	struct test_cache c;
+
+	cr_assert_eq(test_cache_init_cfg(&c, "lookahead", &cfg), 0);
+	cr_assert_eq(run_sequence(&c, textbook, TEXTBOOK_LEN), 9);
+	test_cache_fini(&c);
+}
+
+Test(policy, basic_lookahead_keeps_what_it_sees_used,
+     .description = "lookahead that sees one step ahead keeps the expert used then over a more "
+		    "recent one")
+{
+	/* At step 2 the miss on 2 evicts 0 or 1: 1 is older but comes back at step 3. */
+	const uint32_t seq[] = {1, 0, 2, 1, 0};
+	struct seq_future fut = {.f = {.next_use = seq_next_use}, .seq = seq, .n = 5};
+	const struct moe_policy_config cfg = {
+	    .n_layers = 1, .n_experts = 8, .n_slots = 2, .future = &fut.f, .lookahead_steps = 1};
+	struct test_cache c;
+
+	cr_assert_eq(test_cache_init_cfg(&c, "lookahead", &cfg), 0);
+	run_sequence(&c, seq, 2);
+	/* Step 2 needs only the missing 2: both residents may go. */
+	memset(c.need, 0, sizeof(c.need));
+	moe_policy_access(c.policy, 0, 2, 1, 2);
+	cr_assert_eq(moe_policy_victim(c.policy, 0, 2, false, test_cache_evictable, &c),
+		     test_cache_slot_of(&c, 0, 0));
 	test_cache_fini(&c);
 }
 

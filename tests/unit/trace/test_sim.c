@@ -391,6 +391,31 @@ Test(sim, perf_default_closes_half_gap_at_10pct_granite,
 	moe_trace_free(t);
 }
 
+Test(sim, perf_next_token_oracle_short_of_half_gap_at_25pct_olmoe,
+     .description = "on OLMoE at 25% even lookahead 1 (the next token known exactly) closes less "
+		    "than half of the LRU-to-Belady gap, and more than the default")
+{
+	struct moe_trace *t = load_shared("olmoe-1b-7b.decode.jsonl");
+	struct moe_sim_config cfg = {.policy = "lookahead", .lookahead = 1};
+	struct moe_trace_view v;
+	struct moe_sim_result r;
+	double lru, bel, def;
+
+	if (!t)
+		cr_skip_test("../shared/traces is absent");
+	lru = hit_rate(t, NULL, "lru", 0.25);
+	bel = hit_rate(t, NULL, "belady", 0.25);
+	def = hit_rate(t, NULL, MOE_POLICY_DEFAULT, 0.25);
+	cr_assert_eq(moe_sim_slots_for(t, 0.25, &cfg.n_slots), 0);
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_sim_run(&v, &cfg, &r), 0);
+	cr_expect_gt(r.hit_rate, def, "lookahead 1 %.3f, default %.3f", r.hit_rate, def);
+	cr_expect_lt(r.hit_rate - lru, (bel - lru) / 2, "lookahead 1 %.3f: lru %.3f belady %.3f",
+		     r.hit_rate, lru, bel);
+	moe_trace_view_free(&v);
+	moe_trace_free(t);
+}
+
 Test(sim, basic_reference_figures_olmoe,
      .description = "LRU and Belady on the OLMoE trace match the figures its README publishes")
 {

@@ -553,6 +553,33 @@ static int cmd_profile(const struct cli *c)
 	return ret;
 }
 
+#define INFO_GAPS 8
+
+/* What revisit measures online, over the whole trace: how soon experts come back. */
+static int info_return_rates(const struct moe_trace *t, struct json_object *o)
+{
+	struct moe_trace_view v;
+	double rate[INFO_GAPS];
+	struct json_object *a;
+	int ret = moe_trace_select(t, NULL, MOE_TRACE_ALL, &v);
+
+	if (!ret)
+		ret = moe_trace_return_rates(&v, INFO_GAPS, rate);
+	moe_trace_view_free(&v);
+	if (ret) {
+		fprintf(stderr, "moecache-trace: %s\n", strerror(-ret));
+		return ret;
+	}
+	/* The chance of a use if experts were picked uniformly. */
+	json_object_object_add(o, "base_rate",
+			       json_object_new_double((double)t->top_k / t->n_experts));
+	a = json_object_new_array();
+	for (unsigned int g = 0; g < INFO_GAPS; g++)
+		json_object_array_add(a, json_object_new_double(rate[g]));
+	json_object_object_add(o, "return_rate_by_gap", a);
+	return 0;
+}
+
 static int cmd_info(const struct cli *c)
 {
 	struct moe_trace *t;
@@ -587,11 +614,15 @@ static int cmd_info(const struct cli *c)
 		json_object_array_add(prompts, po);
 	}
 	json_object_object_add(o, "prompts", prompts);
+	ret = info_return_rates(t, o);
+	if (ret)
+		goto out;
 	printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 							     JSON_C_TO_STRING_NOSLASHESCAPE));
+out:
 	json_object_put(o);
 	moe_trace_free(t);
-	return 0;
+	return ret;
 }
 
 int main(int argc, char **argv)

@@ -608,3 +608,52 @@ void moe_trace_view_free(struct moe_trace_view *v)
 	v->tokens = NULL;
 	v->n = 0;
 }
+
+int moe_trace_return_rates(const struct moe_trace_view *v, uint32_t n_gaps, double *rate)
+{
+	const struct moe_trace *t = v->trace;
+	size_t per_token = (size_t)t->n_layers * t->n_experts;
+	uint64_t *uses, *back;
+	bool *used;
+
+	if (!n_gaps)
+		return -EINVAL;
+	used = calloc((size_t)v->n * per_token + 1, sizeof(*used));
+	uses = calloc(n_gaps, sizeof(*uses));
+	back = calloc(n_gaps, sizeof(*back));
+	if (!used || !uses || !back) {
+		free(used);
+		free(uses);
+		free(back);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < v->n; i++) {
+		for (uint32_t l = 0; l < t->n_layers; l++) {
+			uint32_t k;
+			const uint32_t *sel = moe_trace_layer(v->tokens[i], l, &k);
+
+			for (uint32_t j = 0; j < k; j++)
+				used[i * per_token + (size_t)l * t->n_experts + sel[j]] = true;
+		}
+	}
+	for (uint32_t i = 0; i < v->n; i++) {
+		for (size_t x = 0; x < per_token; x++) {
+			if (!used[i * per_token + x])
+				continue;
+			/* The first later token that uses it again, within n_gaps. */
+			for (uint32_t g = 1; g <= n_gaps && i + g < v->n; g++) {
+				uses[g - 1]++;
+				if (used[(i + g) * per_token + x]) {
+					back[g - 1]++;
+					break;
+				}
+			}
+		}
+	}
+	for (uint32_t g = 0; g < n_gaps; g++)
+		rate[g] = uses[g] ? (double)back[g] / (double)uses[g] : 0.0;
+	free(used);
+	free(uses);
+	free(back);
+	return 0;
+}

@@ -92,4 +92,13 @@ int moe_trace_select(const struct moe_trace *t, const char *prompt, enum moe_tra
 		     struct moe_trace_view *out);
 void moe_trace_view_free(struct moe_trace_view *v);
 
+/*
+ * How soon experts come back, over the view's tokens in order: rate[g - 1]
+ * for g = 1 .. n_gaps is the share of uses (token t, layer, expert), among
+ * those whose expert that layer does not use again in tokens t+1 .. t+g-1,
+ * that it uses at token t+g. Gap g counts only uses at least g tokens
+ * before the end. A gap with no such use gets 0. Returns 0, -EINVAL (no gaps), -ENOMEM.
+ */
+int moe_trace_return_rates(const struct moe_trace_view *v, uint32_t n_gaps, double *rate);
+
 #endif /* MOECACHE_TOOLS_TRACE_TRACE_H */

@@ -250,3 +250,35 @@ Test(trace, bad_input_nul_byte, .description = "a NUL byte is rejected")
 		     -EINVAL);
 	cr_assert_null(t);
 }
+
+Test(trace, basic_return_rates_alternating,
+     .description = "routing that alternates between two experts returns after two tokens, never "
+		    "after one")
+{
+	struct moe_trace *t = parse_ok("{\"tok\": 0, \"layers\": [[0]]}\n"
+				       "{\"tok\": 1, \"layers\": [[1]]}\n"
+				       "{\"tok\": 2, \"layers\": [[0]]}\n"
+				       "{\"tok\": 3, \"layers\": [[1]]}\n");
+	struct moe_trace_view v;
+	double rate[3];
+
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_trace_return_rates(&v, 3, rate), 0);
+	cr_expect_float_eq(rate[0], 0.0, 1e-12); /* 3 uses can tell, none back */
+	cr_expect_float_eq(rate[1], 1.0, 1e-12); /* 2 uses can tell, both back */
+	cr_expect_float_eq(rate[2], 0.0, 1e-12); /* none left to tell */
+	moe_trace_view_free(&v);
+	moe_trace_free(t);
+}
+
+Test(trace, bad_input_return_rates_no_gaps, .description = "asking for no gaps is -EINVAL")
+{
+	struct moe_trace *t = parse_ok(jsonl);
+	struct moe_trace_view v;
+	double rate[1];
+
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_trace_return_rates(&v, 0, rate), -EINVAL);
+	moe_trace_view_free(&v);
+	moe_trace_free(t);
+}

@@ -1,5 +1,6 @@
 # Unit tests of the trace reader and the simulator (libmoetrace over
-# libmoepolicy). The checks on ../shared/traces skip when it is absent.
+# libmoepolicy), and the moecache-trace CLI. The checks on ../shared/traces
+# skip when it is absent.
 TRACE_UNIT_TEST := $(TESTOUT)/unit/trace
 TRACE_UNIT_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(sort $(wildcard tests/unit/trace/*.c)))
 
@@ -8,6 +9,8 @@ DEB_PACKAGES += libcriterion-dev libjson-c-dev
 
 $(OBJ)/tests/unit/trace/%.o: CFLAGS += $(CRIT_CFLAGS)
 
-$(TRACE_UNIT_TEST): $(TRACE_UNIT_OBJS) $(LIBOUT)/libmoetrace.a $(LIBOUT)/libmoepolicy.a
+# test_cli.c runs the CLI from build/bin.
+$(TRACE_UNIT_TEST): $(TRACE_UNIT_OBJS) $(LIBOUT)/libmoetrace.a $(LIBOUT)/libmoepolicy.a \
+		    | $(BIN)/moecache-trace
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JSONC_LIBS) -lm

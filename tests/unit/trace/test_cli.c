@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+/* moecache-trace as a user runs it: exit status, output and messages. */
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+/* Two layers, four experts, top-1: enough for every command. */
+static const char small_trace[] = "{\"tok\": 0, \"layers\": [[0], [1]]}\n"
+				  "{\"tok\": 1, \"layers\": [[1], [2]]}\n"
+				  "{\"tok\": 2, \"layers\": [[0], [3]]}\n"
+				  "{\"tok\": 3, \"layers\": [[1], [2]]}\n";
+
+struct run {
+	int status; /* exit status, or -1 if it did not exit */
+	char out[16384];
+	char err[4096];
+};
+
+static char trace_path[64];
+
+static void write_trace(void)
+{
+	int fd;
+
+	strcpy(trace_path, "/tmp/moecache-trace-cli-XXXXXX");
+	fd = mkstemp(trace_path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, small_trace, sizeof(small_trace) - 1),
+		     (ssize_t)(sizeof(small_trace) - 1));
+	close(fd);
+}
+
+static void remove_trace(void)
+{
+	unlink(trace_path);
+}
+
+/* build/test/unit/trace -> build/bin/moecache-trace */
+static void tool_path(char *out, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	cr_assert_gt(n, 0);
+	exe[n] = '\0';
+	snprintf(out, len, "%s/../../bin/moecache-trace", dirname(exe));
+	cr_assert_eq(access(out, X_OK), 0, "no %s", out);
+}
+
+static void read_all(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got + 1 < len && (n = read(fd, buf + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+}
+
+/* Runs moecache-trace with args (NULL-terminated); "TRACE" stands for the trace file. */
+static void run_tool(struct run *r, const char *const *args)
+{
+	char tool[PATH_MAX + 32];
+	const char *argv[32];
+	int out[2], err[2], st;
+	unsigned int n = 0;
+	pid_t pid;
+
+	tool_path(tool, sizeof(tool));
+	argv[n++] = tool;
+	for (; *args && n < 31; args++)
+		argv[n++] = strcmp(*args, "TRACE") ? *args : trace_path;
+	argv[n] = NULL;
+	cr_assert_eq(pipe(out), 0);
+	cr_assert_eq(pipe(err), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		execv(tool, (char *const *)argv);
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	/* The outputs here are small: the pipes hold them until the child exits. */
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	read_all(out[0], r->out, sizeof(r->out));
+	read_all(err[0], r->err, sizeof(r->err));
+	close(out[0]);
+	close(err[0]);
+	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TestSuite(cli, .init = write_trace, .fini = remove_trace);
+
+Test(cli, basic_sim_prints_hit_rate, .description = "sim prints one JSON object with hit_rate")
+{
+	const char *const args[] = {"sim", "--trace", "TRACE", "--slots", "2", NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "\"hit_rate\""), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"misses\""), "%s", r.out);
+}
+
+Test(cli, basic_sim_lookahead_says_its_horizon,
+     .description = "sim --policy lookahead --lookahead 2 runs and reports the horizon")
+{
+	const char *const args[] = {"sim",	"--trace",   "TRACE",	    "--slots", "2",
+				    "--policy", "lookahead", "--lookahead", "2",       NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "\"lookahead\":2"), "%s", r.out);
+}
+
+Test(cli, bad_input_lookahead_zero, .description = "--lookahead 0 is a usage error (exit 2)")
+{
+	const char *const args[] = {"sim",	"--trace",   "TRACE",	    "--slots", "2",
+				    "--policy", "lookahead", "--lookahead", "0",       NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_expect_eq(r.status, 2);
+	cr_expect_not_null(strstr(r.err, "--lookahead"), "%s", r.err);
+	cr_expect_eq(r.out[0], '\0', "printed: %s", r.out);
+}
+
+Test(cli, bad_input_lookahead_without_its_policy,
+     .description = "--lookahead with another policy is refused, with nothing printed")
+{
+	const char *const args[] = {"sim", "--trace",	  "TRACE", "--slots",
+				    "2",   "--lookahead", "1",	   NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_expect_eq(r.status, 1);
+	cr_expect_not_null(strstr(r.err, "--lookahead goes with --policy lookahead"), "%s", r.err);
+	cr_expect_eq(r.out[0], '\0', "printed: %s", r.out);
+}
+
+Test(cli, bad_input_oracles_with_sim, .description = "--oracles belongs to table, not sim")
+{
+	const char *const args[] = {"sim", "--trace", "TRACE", "--slots", "2", "--oracles", NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_expect_eq(r.status, 1);
+	cr_expect_not_null(strstr(r.err, "--oracles"), "%s", r.err);
+}
+
+Test(cli, basic_table_oracles_columns,
+     .description = "table --oracles prints the oracle columns and the bar")
+{
+	const char *const args[] = {"table",	  "--trace", "TRACE", "--oracles",
+				    "--capacity", "0.5",     NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "| lookahead 1 | lookahead 2 | belady | half the gap |"),
+			   "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "| 50% | 4 |"), "%s", r.out);
+}
+
+Test(cli, basic_info_return_rates, .description = "info prints the return rates and base rate")
+{
+	const char *const args[] = {"info", "--trace", "TRACE", NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "\"return_rate_by_gap\""), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"base_rate\":0.25"), "%s", r.out);
+}

@@ -454,3 +454,25 @@ void cli_policy_unknown_pool(struct ct_ctx *ctx)
 	CT_EQ(o.status, 1);
 	CT_CONTAINS(o.err, "No such pool");
 }
+
+/* Names the agent runs reach the pool lookup; the simulator's oracles are usage errors. */
+void cli_policy_names(struct ct_ctx *ctx)
+{
+	static const char *const live[] = {"reuse", "revisit", "default"};
+	static const char *const offline[] = {"belady", "lookahead"};
+	char name[MOECACHE_NAME_LEN];
+	struct ct_out o;
+	size_t i;
+
+	ct_pool(ctx, "names", name);
+	for (i = 0; i < sizeof(live) / sizeof(live[0]); i++) {
+		ct_ctl(ctx, &o, false, "policy", "set", name, live[i], NULL);
+		CT_EQ(o.status, 1);
+		CT_CONTAINS(o.err, "No such pool");
+	}
+	for (i = 0; i < sizeof(offline) / sizeof(offline[0]); i++) {
+		ct_ctl(ctx, &o, false, "policy", "set", name, offline[i], NULL);
+		CT_EQ(o.status, 2);
+		CT_CONTAINS(o.err, "unknown policy");
+	}
+}

@@ -198,6 +198,10 @@ const struct ct_test ct_tests[] = {
     {.name = "bad_input_cli_policy_unknown_pool",
      .description = "policy set on no pool fails",
      .run = cli_policy_unknown_pool},
+    {.name = "bad_input_cli_policy_names",
+     .description = "policy set takes the policies the agent runs and refuses the simulator's "
+		    "oracles",
+     .run = cli_policy_names},
 };
 
 const size_t ct_n_tests = sizeof(ct_tests) / sizeof(ct_tests[0]);

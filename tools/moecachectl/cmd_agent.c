@@ -50,7 +50,8 @@ static const char policy_usage[] =
     "usage: moecachectl policy set NAME POLICY\n"
     "\n"
     "Chooses the replacement policy of the pool's agent: lru, lfu, ema, arc,\n"
-    "static (needs a profile) or default. Written to $MOECACHE_RUNDIR/NAME.policy;\n"
+    "reuse, revisit, static (needs a profile) or default. Written to\n"
+    "$MOECACHE_RUNDIR/NAME.policy;\n"
     "the pool's agent, if one is attached, is sent SIGHUP.\n";
 
 enum { OPT_JSON = 256, OPT_FROM_AGENT, OPT_AGENT_FILE, OPT_TIMEOUT, OPT_HELP };
@@ -508,8 +509,12 @@ int ctl_cmd_profile(struct ctl *ctl, int argc, char **argv)
 
 /* ---- policy ---- */
 
-/* The policies moecached runs live (agent/policy/policy.h; belady is offline only). */
-static const char *const live_policies[] = {"default", "lru", "lfu", "ema", "arc", "static"};
+/*
+ * The policies moecached runs live (agent/policy/policy.h); belady and
+ * lookahead read the future and run in the simulator only.
+ */
+static const char *const live_policies[] = {"default", "lru",	"lfu",	   "ema",
+					    "arc",     "reuse", "revisit", "static"};
 
 int ctl_cmd_policy(struct ctl *ctl, int argc, char **argv)
 {

@@ -18,6 +18,12 @@
  *	slot states, the request queue, per-file pins and request bits, the
  *	file list, the agent pointer, the bank, the counters.
  *
+ * A client's fast-pins region (mf->fast_pins) is written by that client
+ * alone, with no lock. The driver reads it under pool->lock, after
+ * unpublishing the slot it is about to take and a full barrier; the client
+ * writes its pin, a full barrier, and reads the map again (see
+ * slot_unpublish()).
+ *
  * pool->lock is never held across copy_{to,from}_user, allocation or
  * sleeping. mf->pool is published with release order once the file is
  * fully attached and never changes afterwards, so ioctls read it with an
@@ -84,10 +90,13 @@ MODULE_PARM_DESC(miss_storm_per_sec, "Misses in one second of a pool that raise 
 
 /* Host pages are taken in blocks of up to 2^HIGH_ORDER pages. */
 #define MOECACHE_HIGH_ORDER	9
-/* The host region's place in the mmap offset space. */
+/* The regions' places in the mmap offset space: map at 0, then these. */
+#define MOECACHE_PINS_OFFSET	BIT_ULL(31)
 #define MOECACHE_HOST_OFFSET	BIT_ULL(32)
 /* ACQUIRE and RELEASE lists up to this long stay on the stack. */
 #define MOECACHE_STACK_BATCH	16
+/* REPORT lists up to this long stay on the stack. */
+#define MOECACHE_STACK_REPORT	16
 
 /* What an expert is doing; the map and owner arrays say where it is. */
 enum moecache_estate {
@@ -173,6 +182,7 @@ struct moecache_pool {
 	struct list_head files;		/* attached moecache_files */
 	u32 n_files;
 	u32 n_clients;
+	u32 n_fast_files;		/* clients with a fast-pins region */
 	struct moecache_file *agent;
 	pid_t agent_pid;
 
@@ -192,6 +202,8 @@ struct moecache_file {
 	struct list_head node;		/* pool->files */
 	u32 *pins;			/* clients: pins per slot */
 	unsigned long *asked;		/* clients: idx this file asked for */
+	u32 *fast_pins;			/* fast clients: their region, vmalloc_user */
+	size_t fast_pins_size;
 };
 
 static DEFINE_MUTEX(moecache_pools_lock);
@@ -452,6 +464,9 @@ static int pool_alloc_region(struct moecache_pool *pool)
 	access_off = off;
 	off += (size_t)pool->n_idx * sizeof(u32);
 	pool->region_size = PAGE_ALIGN(off);
+	/* The pins region's offset comes next. */
+	if (pool->region_size > MOECACHE_PINS_OFFSET)
+		return -E2BIG;
 
 	pool->region = vmalloc_user(pool->region_size);
 	if (!pool->region)
@@ -780,6 +795,44 @@ int moecache_pool_stats(struct moecache_pool *pool, u32 layer,
 	return 0;
 }
 
+static bool slot_fast_pinned(struct moecache_pool *pool, u32 slot)
+{
+	struct moecache_file *f;
+
+	lockdep_assert_held(&pool->lock);
+	list_for_each_entry(f, &pool->files, node)
+		if (f->fast_pins && READ_ONCE(f->fast_pins[slot]))
+			return true;
+	return false;
+}
+
+/*
+ * Takes a resident slot's mapping away from fast pinners: returns false,
+ * with the mapping back in place, if a client holds a fast pin on it. The
+ * caller holds the seq write side and has checked pool->pins[slot].
+ *
+ * A client stores its pin, then a full barrier, then reads map[] again;
+ * here map[] is stored, then a full barrier, then the pins are read. One
+ * of the two sees the other's store: either the client sees the slot
+ * gone and backs off, or the pin is seen here.
+ */
+static bool slot_unpublish(struct moecache_pool *pool, u32 slot)
+{
+	u32 idx = pool->owner[slot];
+
+	lockdep_assert_held(&pool->lock);
+	if (WARN_ON_ONCE(idx & MOECACHE_OWNER_FILLING) || !pool->n_fast_files)
+		return true;
+	WRITE_ONCE(pool->map[idx], MOECACHE_NONE);
+	/* Pairs with the fast pinner's fence between its pin and its re-read. */
+	smp_mb();
+	if (!slot_fast_pinned(pool, slot))
+		return true;
+	/* The slot was never written: publish it again as it was. */
+	map_publish(pool, idx, slot);
+	return false;
+}
+
 /* Unmaps a resident slot; the caller holds the seq write side. */
 static void slot_unmap(struct moecache_pool *pool, u32 slot)
 {
@@ -805,7 +858,7 @@ int moecache_pool_flush(struct moecache_pool *pool)
 	for (slot = 0; slot < pool->n_slots; slot++) {
 		own = pool->owner[slot];
 		if (own == MOECACHE_NONE || (own & MOECACHE_OWNER_FILLING) ||
-		    pool->pins[slot])
+		    pool->pins[slot] || !slot_unpublish(pool, slot))
 			continue;
 		slot_unmap(pool, slot);
 		freed++;
@@ -906,6 +959,8 @@ static int moecache_release(struct inode *inode, struct file *file)
 		}
 		list_del(&mf->node);
 		pool->n_files--;
+		if (mf->fast_pins)
+			pool->n_fast_files--;
 		spin_unlock(&pool->lock);
 		wake_up_all(&pool->client_wq);
 		if (agent_lost) {
@@ -917,6 +972,8 @@ static int moecache_release(struct inode *inode, struct file *file)
 	}
 	kvfree(mf->pins);
 	bitmap_free(mf->asked);
+	/* Off the file list: no evictor reads it any more. */
+	vfree(mf->fast_pins);
 	kfree(mf);
 	return 0;
 }
@@ -965,27 +1022,35 @@ static long ioc_pool_destroy(void __user *argp)
 	return moecache_pool_destroy(req.name);
 }
 
-static void offsets_fill(struct moecache_pool *pool, struct moecache_offsets *o)
+static void offsets_fill(struct moecache_pool *pool, struct moecache_file *mf,
+			 struct moecache_offsets *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->map_offset = 0;
 	o->map_size = pool->region_size;
 	o->host_offset = MOECACHE_HOST_OFFSET;
 	o->host_size = (u64)pool->n_pages << PAGE_SHIFT;
+	if (mf->fast_pins) {
+		o->pins_offset = MOECACHE_PINS_OFFSET;
+		o->pins_size = mf->fast_pins_size;
+	}
 }
 
 static long ioc_attach(struct moecache_file *mf, void __user *argp)
 {
 	struct moecache_attach req;
 	struct moecache_pool *pool;
-	u32 *pins = NULL;
+	u32 *pins = NULL, *fast_pins = NULL;
+	size_t fast_pins_size = 0;
 	unsigned long *asked = NULL;
 	int want, ret = 0;
 	pid_t pid = task_tgid_vnr(current);
 
 	if (copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
-	if (!name_valid(req.name) || req.flags)
+	if (!name_valid(req.name) || (req.flags & ~MOECACHE_ATTACH_FLAGS_ALL) ||
+	    ((req.flags & MOECACHE_ATTACH_FAST_PINS) &&
+	     req.role != MOECACHE_ROLE_CLIENT))
 		return -EINVAL;
 	switch (req.role) {
 	case MOECACHE_ROLE_CLIENT:
@@ -1025,6 +1090,15 @@ static long ioc_attach(struct moecache_file *mf, void __user *argp)
 			goto out_unlock;
 		}
 	}
+	if (req.flags & MOECACHE_ATTACH_FAST_PINS) {
+		fast_pins_size = PAGE_ALIGN((size_t)pool->n_slots * sizeof(u32));
+		/* Zeroed, and mappable by remap_vmalloc_range(). */
+		fast_pins = vmalloc_user(fast_pins_size);
+		if (!fast_pins) {
+			ret = -ENOMEM;
+			goto out_unlock;
+		}
+	}
 
 	spin_lock(&pool->lock);
 	if (req.role == MOECACHE_ROLE_AGENT && pool->agent) {
@@ -1035,10 +1109,15 @@ static long ioc_attach(struct moecache_file *mf, void __user *argp)
 	mf->role = req.role;
 	mf->pins = pins;
 	mf->asked = asked;
+	mf->fast_pins = fast_pins;
+	mf->fast_pins_size = fast_pins_size;
 	pins = NULL;
 	asked = NULL;
+	fast_pins = NULL;
 	list_add_tail(&mf->node, &pool->files);
 	pool->n_files++;
+	if (mf->fast_pins)
+		pool->n_fast_files++;
 	if (req.role == MOECACHE_ROLE_CLIENT)
 		pool->n_clients++;
 	if (req.role == MOECACHE_ROLE_AGENT) {
@@ -1057,7 +1136,7 @@ static long ioc_attach(struct moecache_file *mf, void __user *argp)
 	req.pool_flags = pool->hdr->flags;
 	req.expert_bytes = pool->expert_bytes;
 	spin_unlock(&pool->lock);
-	offsets_fill(pool, &req.off);
+	offsets_fill(pool, mf, &req.off);
 	kref_get(&pool->ref);
 	/* Fully attached: pairs with the acquire loads of mf->pool. */
 	smp_store_release(&mf->pool, pool);
@@ -1074,6 +1153,7 @@ out_unlock:
 	mutex_unlock(&moecache_pools_lock);
 	kvfree(pins);
 	bitmap_free(asked);
+	vfree(fast_pins);
 	return ret;
 }
 
@@ -1450,6 +1530,70 @@ static long ioc_acquire_release(struct moecache_pool *pool,
 	return ret;
 }
 
+/*
+ * Hits a fast-pinning client served itself, counted as ACQUIRE would have:
+ * a run of entries of one layer is one acquire (one clock tick).
+ */
+static long ioc_report(struct moecache_pool *pool, struct moecache_file *mf,
+		       void __user *argp)
+{
+	struct moecache_access stack[MOECACHE_STACK_REPORT], *acc = stack;
+	struct moecache_report req;
+	u32 i, idx, slot;
+	u64 clock;
+	long ret = 0;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (mf->role != MOECACHE_ROLE_CLIENT)
+		return -EPERM;
+	if (req.flags || !req.count)
+		return -EINVAL;
+	if (req.count > max_batch)
+		return -E2BIG;
+	if (req.count > MOECACHE_STACK_REPORT) {
+		acc = memdup_user(u64_to_user_ptr(req.accesses),
+				  (size_t)req.count * sizeof(*acc));
+		if (IS_ERR(acc))
+			return PTR_ERR(acc);
+	} else if (copy_from_user(stack, u64_to_user_ptr(req.accesses),
+				  (size_t)req.count * sizeof(*acc))) {
+		return -EFAULT;
+	}
+	for (i = 0; i < req.count; i++) {
+		if (acc[i].layer >= pool->n_layers ||
+		    acc[i].expert < pool->expert_begin ||
+		    acc[i].expert >= pool->expert_end) {
+			ret = -EINVAL;
+			goto out_free;
+		}
+	}
+
+	spin_lock(&pool->lock);
+	clock = pool->hdr->clock;
+	for (i = 0; i < req.count; i++) {
+		if (!i || acc[i].layer != acc[i - 1].layer)
+			WRITE_ONCE(pool->hdr->clock, ++clock);
+		idx = pool_idx(pool, acc[i].layer, acc[i].expert);
+		WRITE_ONCE(pool->access[idx], pool->access[idx] + 1);
+		layer_count(pool, acc[i].layer, C_HITS, 1);
+		/* Evicted since it was taken: a hit all the same, no stamp. */
+		if (pool->estate[idx] != ES_RESIDENT)
+			continue;
+		slot = pool->map[idx];
+		WRITE_ONCE(pool->last_use[slot], clock);
+		if (pool->slot_flags[slot] & SF_PREFETCHED) {
+			pool->slot_flags[slot] &= ~SF_PREFETCHED;
+			layer_count(pool, acc[i].layer, C_PREFETCH_HITS, 1);
+		}
+	}
+	spin_unlock(&pool->lock);
+out_free:
+	if (acc != stack)
+		kfree(acc);
+	return ret;
+}
+
 static long ioc_release(struct moecache_pool *pool, struct moecache_file *mf,
 			void __user *argp)
 {
@@ -1575,6 +1719,11 @@ static long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,
 	req.old_layer = MOECACHE_NONE;
 	req.old_expert = MOECACHE_NONE;
 	map_write_begin(pool);
+	if (own != MOECACHE_NONE && !slot_unpublish(pool, req.slot)) {
+		map_write_end(pool);
+		ret = -EBUSY;
+		goto out_unlock;
+	}
 	if (own != MOECACHE_NONE) {
 		req.old_layer = idx_layer(pool, own);
 		req.old_expert = idx_expert(pool, own);
@@ -1770,13 +1919,51 @@ out_unlock:
 	return ret;
 }
 
-/* Frees every slot; the caller checked that none is pinned. */
-static void pool_clear_residency(struct moecache_pool *pool)
+static bool slot_resident(struct moecache_pool *pool, u32 slot)
+{
+	return pool->owner[slot] != MOECACHE_NONE &&
+	       !(pool->owner[slot] & MOECACHE_OWNER_FILLING);
+}
+
+/* slot_unpublish() for every resident slot at once: all of them, or none. */
+static bool pool_unpublish_all(struct moecache_pool *pool)
+{
+	bool pinned = false;
+	u32 slot;
+
+	lockdep_assert_held(&pool->lock);
+	if (!pool->n_fast_files)
+		return true;
+	for (slot = 0; slot < pool->n_slots; slot++)
+		if (slot_resident(pool, slot))
+			WRITE_ONCE(pool->map[pool->owner[slot]], MOECACHE_NONE);
+	/* As in slot_unpublish(). */
+	smp_mb();
+	for (slot = 0; slot < pool->n_slots && !pinned; slot++)
+		pinned = slot_resident(pool, slot) &&
+			 slot_fast_pinned(pool, slot);
+	if (!pinned)
+		return true;
+	for (slot = 0; slot < pool->n_slots; slot++)
+		if (slot_resident(pool, slot))
+			map_publish(pool, pool->owner[slot], slot);
+	return false;
+}
+
+/*
+ * Frees every slot; the caller checked that none is pinned by ACQUIRE.
+ * -EBUSY, with nothing changed, if one is fast-pinned.
+ */
+static int pool_clear_residency(struct moecache_pool *pool)
 {
 	u32 slot, own;
 
 	lockdep_assert_held(&pool->lock);
 	map_write_begin(pool);
+	if (!pool_unpublish_all(pool)) {
+		map_write_end(pool);
+		return -EBUSY;
+	}
 	for (slot = 0; slot < pool->n_slots; slot++) {
 		own = pool->owner[slot];
 		if (own == MOECACHE_NONE)
@@ -1790,6 +1977,7 @@ static void pool_clear_residency(struct moecache_pool *pool)
 		}
 	}
 	map_write_end(pool);
+	return 0;
 }
 
 static long ioc_bank_set(struct moecache_pool *pool, struct moecache_file *mf,
@@ -1821,8 +2009,11 @@ static long ioc_bank_set(struct moecache_pool *pool, struct moecache_file *mf,
 		ret = -EBUSY;
 		goto out_unlock;
 	}
-	if (pool->bank)
-		pool_clear_residency(pool);
+	if (pool->bank) {
+		ret = pool_clear_residency(pool);
+		if (ret)
+			goto out_unlock;
+	}
 	old = pool->bank;
 	pool->bank = bank;
 	bank = NULL;
@@ -1951,6 +2142,7 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 		return ioc_attach(mf, argp);
 	case MOECACHE_IOC_ACQUIRE:
 	case MOECACHE_IOC_ACQUIRE_RELEASE:
+	case MOECACHE_IOC_REPORT:
 	case MOECACHE_IOC_RELEASE:
 	case MOECACHE_IOC_PREFETCH:
 	case MOECACHE_IOC_EVICT:
@@ -1972,6 +2164,8 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 		return ioc_acquire(pool, mf, argp);
 	case MOECACHE_IOC_ACQUIRE_RELEASE:
 		return ioc_acquire_release(pool, mf, argp);
+	case MOECACHE_IOC_REPORT:
+		return ioc_report(pool, mf, argp);
 	case MOECACHE_IOC_RELEASE:
 		return ioc_release(pool, mf, argp);
 	case MOECACHE_IOC_PREFETCH:
@@ -2113,12 +2307,21 @@ static int moecache_mmap(struct file *file, struct vm_area_struct *vma)
 	struct moecache_pool *pool = smp_load_acquire(&mf->pool);
 	unsigned long pages = vma_pages(vma);
 	unsigned long host_pgoff = MOECACHE_HOST_OFFSET >> PAGE_SHIFT;
+	unsigned long pins_pgoff = MOECACHE_PINS_OFFSET >> PAGE_SHIFT;
 	unsigned long pgoff = vma->vm_pgoff;
 
 	if (!pool)
 		return -ENOTCONN;
 	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
+	if (pgoff >= pins_pgoff && pgoff < host_pgoff) {
+		/* This fd's own region, whole or nothing. */
+		if (!mf->fast_pins || pgoff != pins_pgoff ||
+		    pages > mf->fast_pins_size >> PAGE_SHIFT)
+			return -EINVAL;
+		vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY;
+		return remap_vmalloc_range(vma, mf->fast_pins, 0);
+	}
 	if (pgoff < host_pgoff) {
 		if (pgoff >= pool->region_size >> PAGE_SHIFT ||
 		    pages > (pool->region_size >> PAGE_SHIFT) - pgoff)

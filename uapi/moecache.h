@@ -79,21 +79,42 @@ struct moecache_pool_name {
 /*
  * Regions of an attached fd, at the mmap offsets given here. The map
  * region is read-only for everybody; the host region is read-write for
- * the agent and the loader, read-only for clients.
+ * the agent and the loader, read-only for clients. The pins region
+ * (pins_size 0 unless attached with MOECACHE_ATTACH_FAST_PINS) belongs to
+ * this fd alone and is read-write.
  */
 struct moecache_offsets {
 	__u64 map_offset;
 	__u64 map_size;
 	__u64 host_offset;
 	__u64 host_size;
-	__u64 reserved[4];
+	__u64 pins_offset;
+	__u64 pins_size;
+	__u64 reserved[2];
 };
+
+/*
+ * Fast pins: a client attached with MOECACHE_ATTACH_FAST_PINS pins
+ * resident slots without a system call. Its pins region is
+ * __u32 pins[n_slots], its own count of pins on each slot, written by it
+ * alone. To pin expert idx: s = map[idx] with an acquire load; if s is a
+ * slot, store pins[s] + 1, then a full barrier (seq_cst fence), then load
+ * map[idx] again: still s, the slot is pinned and holds idx; otherwise put
+ * pins[s] back and use ACQUIRE. To release, store pins[s] - 1 with release
+ * order. The driver unmaps a resident slot only after unpublishing it, a
+ * full barrier and finding no fast pin on it in any client's region: EVICT
+ * of a fast-pinned slot is -EBUSY, as for one pinned by ACQUIRE. The pins
+ * go with the fd. Hits taken this way are reported with REPORT so that the
+ * counters and the agent see them.
+ */
+#define MOECACHE_ATTACH_FAST_PINS	(1u << 0)	/* clients only */
+#define MOECACHE_ATTACH_FLAGS_ALL	0x1u
 
 /* MOECACHE_IOC_ATTACH: bind this fd to a pool in one role. */
 struct moecache_attach {
 	char name[MOECACHE_NAME_LEN];
 	__u32 role;			/* enum moecache_role */
-	__u32 flags;			/* none defined: must be 0 */
+	__u32 flags;			/* MOECACHE_ATTACH_* */
 	/* out */
 	__u32 n_layers;
 	__u32 n_experts;
@@ -155,6 +176,23 @@ struct moecache_release {
 	__u32 count;
 	__u32 flags;
 	__u64 slots;			/* user pointer to __u32[count] */
+};
+
+/*
+ * MOECACHE_IOC_REPORT (client): accesses the caller served itself, with
+ * fast pins: each entry counts as an acquire of one expert that hit. The
+ * access counters, the hit counters and, for experts still resident, the
+ * last-use stamps are updated as ACQUIRE would have. All or nothing.
+ */
+struct moecache_access {
+	__u32 layer;
+	__u32 expert;			/* global id */
+};
+
+struct moecache_report {
+	__u32 count;
+	__u32 flags;			/* none defined: must be 0 */
+	__u64 accesses;			/* user pointer to struct moecache_access[count] */
 };
 
 /* MOECACHE_IOC_PREFETCH: hint experts of one layer that will be needed. */
@@ -306,5 +344,6 @@ struct moecache_map_header {
 #define MOECACHE_IOC_STATS	_IOWR(MOECACHE_IOC_MAGIC, 0x0e, struct moecache_stats)
 #define MOECACHE_IOC_ACQUIRE_RELEASE \
 	_IOWR(MOECACHE_IOC_MAGIC, 0x0f, struct moecache_acquire_release)
+#define MOECACHE_IOC_REPORT	_IOW(MOECACHE_IOC_MAGIC, 0x10, struct moecache_report)
 
 #endif /* _UAPI_LINUX_MOECACHE_H */

@@ -676,7 +676,8 @@ static void op_attach(struct fz_lane *l, struct fz_fd *f)
 		req.role = fz_chance(l, 1, 2) ? MOECACHE_ROLE_NONE : 4 + fz_below(l, 1000);
 		fz_defect(&e, "bad-role", EINVAL, 0);
 	} else if (fz_chance(l, 1, 14)) {
-		req.flags = 1u << fz_below(l, 32);
+		/* Bits the ABI does not define. */
+		req.flags = 1u << (1 + fz_below(l, 31));
 		fz_defect(&e, "flags", EINVAL, 0);
 	}
 	if (was_attached)

@@ -96,6 +96,7 @@ static const unsigned long sized_cmds[] = {
     MOECACHE_IOC_PREFETCH, MOECACHE_IOC_EVICT,	     MOECACHE_IOC_COMMIT,
     MOECACHE_IOC_ABORT,	   MOECACHE_IOC_BANK_SET,    MOECACHE_IOC_BANK_GET,
     MOECACHE_IOC_LOAD,	   MOECACHE_IOC_STATS,	     MOECACHE_IOC_ACQUIRE_RELEASE,
+    MOECACHE_IOC_REPORT,
 };
 
 static void bad_input_wrong_size_enotty(struct vm_ctx *ctx)
@@ -180,6 +181,7 @@ static void bad_input_null_struct_efault(struct vm_ctx *ctx)
 		VM_REFUSED(&env.a, EFAULT, ioctl(env.c.fd, MOECACHE_IOC_BANK_GET, p));
 		VM_REFUSED(&env.a, EFAULT, ioctl(env.c.fd, MOECACHE_IOC_STATS, p));
 		VM_REFUSED(&env.a, EFAULT, ioctl(env.c.fd, MOECACHE_IOC_ACQUIRE_RELEASE, p));
+		VM_REFUSED(&env.a, EFAULT, ioctl(env.c.fd, MOECACHE_IOC_REPORT, p));
 		VM_REFUSED(&env.a, EFAULT, ioctl(env.a.fd, MOECACHE_IOC_EVICT, p));
 		VM_REFUSED(&env.a, EFAULT, ioctl(env.a.fd, MOECACHE_IOC_COMMIT, p));
 		VM_REFUSED(&env.a, EFAULT, ioctl(env.a.fd, MOECACHE_IOC_ABORT, p));
@@ -1249,7 +1251,10 @@ static void bad_input_attach(struct vm_ctx *ctx)
 	memset(&at, 0, sizeof(at));
 	snprintf(at.name, sizeof(at.name), "%s", ctx->pool);
 	at.role = MOECACHE_ROLE_CLIENT;
-	at.flags = 1;
+	/* Flags the ABI does not define. */
+	at.flags = MOECACHE_ATTACH_FLAGS_ALL + 1;
+	VM_REFUSED(&env.a, EINVAL, ioctl(fd, MOECACHE_IOC_ATTACH, &at));
+	at.flags = 1u << 31;
 	VM_REFUSED(&env.a, EINVAL, ioctl(fd, MOECACHE_IOC_ATTACH, &at));
 	at.flags = 0;
 	memset(at.name, 'a', sizeof(at.name)); /* no NUL */

@@ -890,6 +890,7 @@ static const struct vm_suite *const vm_suites[] = {
     &vm_permission_suite,
     &vm_gup_suite,
     &vm_concurrency_suite,
+    &vm_fastpins_suite,
     /* Last: it ends with the module-unload check. */
     &vm_lifetime_suite,
 };

@@ -94,6 +94,9 @@ int moecache_acquire(struct moecache *mc, uint32_t layer, const uint32_t *expert
 	ret = mc_check_acquire_flags(flags);
 	if (ret || !slots)
 		return -EINVAL;
+	if (mc->fast_pins)
+		return mc_fast_acquire(mc, NULL, 0, layer, experts, count, slots, flags, timeout_ms,
+				       res);
 	mc_fill_acquire(&arg, layer, experts, count, slots, flags, timeout_ms);
 	ret = mc_ioctl(mc, MOECACHE_IOC_ACQUIRE, &arg);
 	if (!ret && res) {
@@ -131,6 +134,11 @@ int moecache_acquire_release(struct moecache *mc, const uint32_t *release_slots,
 	ret = mc_pinned_slots(mc, release_slots, release_count, pinned, &n_release);
 	if (ret)
 		goto out;
+	if (mc->fast_pins) {
+		ret = mc_fast_acquire(mc, pinned, n_release, layer, experts, count, slots, flags,
+				      timeout_ms, res);
+		goto out;
+	}
 	memset(&arg, 0, sizeof(arg));
 	mc_fill_acquire(&arg.acquire, layer, experts, count, slots, flags, timeout_ms);
 	arg.release_count = n_release;
@@ -168,7 +176,9 @@ int moecache_release(struct moecache *mc, const uint32_t *slots, uint32_t count)
 			return -ENOMEM;
 	}
 	ret = mc_pinned_slots(mc, slots, count, pinned, &n);
-	if (!ret && n) {
+	if (!ret && n && mc->fast_pins) {
+		ret = mc_fast_release(mc, pinned, n);
+	} else if (!ret && n) {
 		memset(&arg, 0, sizeof(arg));
 		arg.count = n;
 		arg.slots = (uintptr_t)pinned;
@@ -187,6 +197,8 @@ int moecache_release_all(struct moecache *mc)
 	ret = mc_check_role(mc, MC_ROLE_BIT(MOECACHE_ROLE_CLIENT));
 	if (ret)
 		return ret;
+	if (mc->fast_pins)
+		return mc_fast_release_all(mc);
 	return mc_ioctl(mc, MOECACHE_IOC_RELEASE, &arg);
 }
 

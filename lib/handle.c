@@ -81,6 +81,7 @@ void moecache_close(struct moecache *mc)
 {
 	if (!mc)
 		return;
+	mc_fast_teardown(mc);
 	if (mc->host_base)
 		munmap(mc->host_base, mc->host_len);
 	if (mc->map_base)
@@ -154,6 +155,12 @@ int moecache_pool_destroy(struct moecache *mc, const char *name)
 
 int moecache_attach(struct moecache *mc, const char *pool, enum moecache_role role)
 {
+	return moecache_attach_flags(mc, pool, role, 0);
+}
+
+int moecache_attach_flags(struct moecache *mc, const char *pool, enum moecache_role role,
+			  uint32_t flags)
+{
 	struct moecache_attach arg;
 	struct moecache_pool_info *pi;
 	void *map;
@@ -164,11 +171,15 @@ int moecache_attach(struct moecache *mc, const char *pool, enum moecache_role ro
 	if (role != MOECACHE_ROLE_CLIENT && role != MOECACHE_ROLE_AGENT &&
 	    role != MOECACHE_ROLE_LOADER)
 		return -EINVAL;
+	if ((flags & ~MOECACHE_ATTACH_FLAGS_ALL) ||
+	    ((flags & MOECACHE_ATTACH_FAST_PINS) && role != MOECACHE_ROLE_CLIENT))
+		return -EINVAL;
 	if (mc->attached)
 		return -EALREADY;
 	memset(&arg, 0, sizeof(arg));
 	strcpy(arg.name, pool);
 	arg.role = role;
+	arg.flags = flags;
 	ret = mc_ioctl(mc, MOECACHE_IOC_ATTACH, &arg);
 	if (ret)
 		return ret;
@@ -201,6 +212,11 @@ int moecache_attach(struct moecache *mc, const char *pool, enum moecache_role ro
 	}
 	mc->map_base = map;
 	mc->map_len = arg.off.map_size;
+	if (flags & MOECACHE_ATTACH_FAST_PINS) {
+		ret = mc_fast_setup(mc);
+		if (ret)
+			return ret;
+	}
 
 	if (role == MOECACHE_ROLE_AGENT) {
 		int fl = fcntl(mc->fd, F_GETFL);
@@ -213,6 +229,12 @@ int moecache_attach(struct moecache *mc, const char *pool, enum moecache_role ro
 
 int moecache_open_attach(const char *pool, enum moecache_role role, struct moecache **out)
 {
+	return moecache_open_attach_flags(pool, role, 0, out);
+}
+
+int moecache_open_attach_flags(const char *pool, enum moecache_role role, uint32_t flags,
+			       struct moecache **out)
+{
 	struct moecache *mc;
 	int ret;
 
@@ -222,7 +244,7 @@ int moecache_open_attach(const char *pool, enum moecache_role role, struct moeca
 	ret = moecache_open(NULL, &mc);
 	if (ret)
 		return ret;
-	ret = moecache_attach(mc, pool, role);
+	ret = moecache_attach_flags(mc, pool, role, flags);
 	if (ret) {
 		moecache_close(mc);
 		return ret;
@@ -252,6 +274,9 @@ int moecache_stats(struct moecache *mc, uint32_t layer, struct moecache_stats *o
 		return ret;
 	if (layer != MOECACHE_NONE && layer >= mc->pool.n_layers)
 		return -EINVAL;
+	/* This handle's own hits count too. */
+	if (mc->fast_pins)
+		moecache_report_flush(mc);
 	memset(out, 0, sizeof(*out));
 	out->layer = layer;
 	return mc_ioctl(mc, MOECACHE_IOC_STATS, out);

@@ -3,6 +3,7 @@
 #ifndef MOECACHE_LIB_MC_INTERNAL_H
 #define MOECACHE_LIB_MC_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,7 +21,25 @@ struct moecache {
 	void *host_base;
 	size_t host_len;
 	bool host_writable;
+	/* Fast pins (MOECACHE_ATTACH_FAST_PINS): every pin of the handle is here. */
+	uint32_t *fast_pins;
+	size_t fast_pins_len;
+	pthread_mutex_t fast_lock; /* releases and the report buffer */
+	struct moecache_access *report;
+	uint32_t report_len;
 };
+
+/* Hits taken with fast pins are reported to the driver in batches this long. */
+#define MC_REPORT_BATCH 256
+
+/* lib/fastpin.c: the client calls when the handle has fast pins. */
+int mc_fast_setup(struct moecache *mc);
+void mc_fast_teardown(struct moecache *mc);
+int mc_fast_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t release_count,
+		    uint32_t layer, const uint32_t *experts, uint32_t count, uint32_t *slots,
+		    uint32_t flags, uint32_t timeout_ms, struct moecache_acquire_result *res);
+int mc_fast_release(struct moecache *mc, const uint32_t *slots, uint32_t count);
+int mc_fast_release_all(struct moecache *mc);
 
 /*
  * A bank backend: how a process turns the bank descriptor and file from

@@ -108,6 +108,23 @@ int moecache_pool_destroy(struct moecache *mc, const char *name);
 int moecache_attach(struct moecache *mc, const char *pool, enum moecache_role role);
 /* moecache_open + moecache_attach; on error nothing is left open. */
 int moecache_open_attach(const char *pool, enum moecache_role role, struct moecache **out);
+/*
+ * The same with MOECACHE_ATTACH_* flags. MOECACHE_ATTACH_FAST_PINS (clients
+ * only) maps the handle's pins region: from then on moecache_acquire and
+ * moecache_acquire_release pin resident experts without a system call, a
+ * miss costs one more (its pin becomes a fast one), and the hits are
+ * reported to the driver in batches of MC_REPORT_BATCH, or by
+ * moecache_report_flush. docs/abi.md says what the driver checks.
+ */
+int moecache_attach_flags(struct moecache *mc, const char *pool, enum moecache_role role,
+			  uint32_t flags);
+int moecache_open_attach_flags(const char *pool, enum moecache_role role, uint32_t flags,
+			       struct moecache **out);
+/*
+ * Reports the hits a fast-pinning handle has not reported yet (stats and
+ * the agent's policy see them then); 0 at once for other handles.
+ */
+int moecache_report_flush(struct moecache *mc);
 /* NULL until attached. */
 const struct moecache_pool_info *moecache_pool(const struct moecache *mc);
 const struct moecache_map *moecache_map(const struct moecache *mc);

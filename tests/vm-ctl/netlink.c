@@ -267,6 +267,44 @@ void nl_flush(struct ct_ctx *ctx)
 	moecache_close(agent);
 }
 
+/* As nl_flush, with the pin taken by libmoecache's fast path (no ACQUIRE pin in the driver). */
+void nl_flush_fast_pins(struct ct_ctx *ctx)
+{
+	static const uint32_t one[] = {1};
+	char name[MOECACHE_NAME_LEN];
+	struct moecache *agent, *client;
+	struct moecache_stats st;
+	uint32_t slot, flushed;
+	struct ctl_nl nl;
+
+	ct_pool(ctx, "ff", name);
+	ct_create(name, &small);
+	CT_OK(moecache_open_attach(name, MOECACHE_ROLE_AGENT, &agent));
+	agent_fill(agent, 0, 0, 0);
+	agent_fill(agent, 1, 0, 1);
+	CT_OK(moecache_open_attach_flags(name, MOECACHE_ROLE_CLIENT, MOECACHE_ATTACH_FAST_PINS,
+					 &client));
+	CT_OK(moecache_acquire(client, 0, one, 1, &slot, 0, 0, NULL));
+	CT_EQ(slot, 1);
+	ct_nl_open(&nl);
+	CT_OK(ctl_nl_stats(&nl, name, MOECACHE_NONE, &st));
+	CT_EQ(st.pins, 0);
+	/* the fast-pinned expert stays */
+	CT_OK(ctl_nl_flush(&nl, name, &flushed));
+	CT_EQ(flushed, 1);
+	CT_OK(ctl_nl_stats(&nl, name, MOECACHE_NONE, &st));
+	CT_EQ(st.resident, 1);
+	CT_EQ(moecache_map_slot(moecache_map(client), 0, 1), 1);
+	CT_OK(moecache_release(client, &slot, 1));
+	CT_OK(ctl_nl_flush(&nl, name, &flushed));
+	CT_EQ(flushed, 1);
+	CT_OK(ctl_nl_stats(&nl, name, MOECACHE_NONE, &st));
+	CT_EQ(st.resident, 0);
+	ctl_nl_close(&nl);
+	moecache_close(client);
+	moecache_close(agent);
+}
+
 void nl_destroy(struct ct_ctx *ctx)
 {
 	char name[MOECACHE_NAME_LEN];

@@ -12,6 +12,7 @@ void nl_stats_dump(struct ct_ctx *ctx);
 void nl_stats_dump_all_layers(struct ct_ctx *ctx);
 void nl_stats_one_layer(struct ct_ctx *ctx);
 void nl_flush(struct ct_ctx *ctx);
+void nl_flush_fast_pins(struct ct_ctx *ctx);
 void nl_destroy(struct ct_ctx *ctx);
 void nl_events_pools(struct ct_ctx *ctx);
 void nl_events_agent(struct ct_ctx *ctx);

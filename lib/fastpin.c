@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Fast pins: a client attached with MOECACHE_ATTACH_FAST_PINS pins resident
+ * slots in a region of its own instead of by ioctl, and reports those hits
+ * to the driver afterwards, in batches (MOECACHE_IOC_REPORT). The protocol
+ * is in uapi/moecache.h; the driver reads the region before it unmaps a
+ * slot.
+ *
+ * Every pin such a handle holds is a fast pin: a miss is acquired by ioctl
+ * and its kernel pin is turned into a fast one straight away, so a release
+ * never has to know which kind it drops.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "mc_atomic.h"
+#include "mc_internal.h"
+
+/* Lists up to this long are handled on the stack. */
+#define MC_FAST_STACK 64
+
+int mc_fast_setup(struct moecache *mc)
+{
+	const struct moecache_offsets *off = &mc->pool.off;
+	void *region;
+	int ret;
+
+	if (off->pins_size < (uint64_t)mc->pool.n_slots * sizeof(uint32_t) || !off->pins_size)
+		return -EPROTO;
+	mc->report = calloc(MC_REPORT_BATCH, sizeof(*mc->report));
+	if (!mc->report)
+		return -ENOMEM;
+	region = mmap(NULL, off->pins_size, PROT_READ | PROT_WRITE, MAP_SHARED, mc->fd,
+		      (off_t)off->pins_offset);
+	if (region == MAP_FAILED) {
+		ret = -errno;
+		free(mc->report);
+		mc->report = NULL;
+		return ret;
+	}
+	pthread_mutex_init(&mc->fast_lock, NULL);
+	mc->fast_pins = region;
+	mc->fast_pins_len = off->pins_size;
+	return 0;
+}
+
+/* Sends the buffered hits; fast_lock held. */
+static int mc_fast_flush_locked(struct moecache *mc)
+{
+	struct moecache_report arg;
+	int ret;
+
+	if (!mc->report_len)
+		return 0;
+	memset(&arg, 0, sizeof(arg));
+	arg.count = mc->report_len;
+	arg.accesses = (uintptr_t)mc->report;
+	ret = mc_ioctl(mc, MOECACHE_IOC_REPORT, &arg);
+	/* Dropped either way: a batch the driver refused would be refused again. */
+	mc->report_len = 0;
+	return ret;
+}
+
+int moecache_report_flush(struct moecache *mc)
+{
+	int ret;
+
+	ret = mc_check_role(mc, MC_ROLE_BIT(MOECACHE_ROLE_CLIENT));
+	if (ret || !mc->fast_pins)
+		return ret;
+	pthread_mutex_lock(&mc->fast_lock);
+	ret = mc_fast_flush_locked(mc);
+	pthread_mutex_unlock(&mc->fast_lock);
+	return ret;
+}
+
+void mc_fast_teardown(struct moecache *mc)
+{
+	if (!mc->fast_pins)
+		return;
+	/* Best effort: the counters are statistics, the pins go with the file. */
+	pthread_mutex_lock(&mc->fast_lock);
+	mc_fast_flush_locked(mc);
+	pthread_mutex_unlock(&mc->fast_lock);
+	munmap(mc->fast_pins, mc->fast_pins_len);
+	pthread_mutex_destroy(&mc->fast_lock);
+	free(mc->report);
+	mc->fast_pins = NULL;
+	mc->report = NULL;
+}
+
+/* The fence orders the pin's store before the map's re-read (uapi/moecache.h). */
+static void mc_fast_get(struct moecache *mc, uint32_t slot)
+{
+	__atomic_fetch_add(&mc->fast_pins[slot], 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static void mc_fast_put(struct moecache *mc, uint32_t slot)
+{
+	__atomic_fetch_sub(&mc->fast_pins[slot], 1, __ATOMIC_RELEASE);
+}
+
+/* Pins idx's slot if it is resident; MOECACHE_NONE if not. */
+static uint32_t mc_fast_pin(struct moecache *mc, uint32_t idx)
+{
+	uint32_t slot = mc_load_acquire_u32(&mc->map.map[idx]);
+
+	if (slot >= mc->pool.n_slots)
+		return MOECACHE_NONE;
+	mc_fast_get(mc, slot);
+	if (mc_load_acquire_u32(&mc->map.map[idx]) == slot)
+		return slot;
+	/* Taken away meanwhile: the driver saw no pin, so nothing was kept for us. */
+	mc_fast_put(mc, slot);
+	return MOECACHE_NONE;
+}
+
+/* How often slot appears in slots[0..n). */
+static uint32_t mc_count_of(const uint32_t *slots, uint32_t n, uint32_t slot)
+{
+	uint32_t c = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		c += slots[i] == slot;
+	return c;
+}
+
+int mc_fast_release(struct moecache *mc, const uint32_t *slots, uint32_t count)
+{
+	uint32_t *held = NULL;
+	int ret = 0;
+
+	for (uint32_t i = 0; i < count; i++)
+		if (slots[i] >= mc->pool.n_slots)
+			return -EINVAL;
+	/* Long lists count per slot in a table rather than by rescanning. */
+	if (count > MC_FAST_STACK) {
+		held = calloc(mc->pool.n_slots, sizeof(*held));
+		if (!held)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < count; i++)
+			held[slots[i]]++;
+	}
+	pthread_mutex_lock(&mc->fast_lock);
+	/* All or nothing: every pin listed must be held before any is dropped. */
+	for (uint32_t i = 0; i < count && !ret; i++) {
+		uint32_t want = held ? held[slots[i]] : mc_count_of(slots, count, slots[i]);
+
+		if (mc_load_relaxed_u32(&mc->fast_pins[slots[i]]) < want)
+			ret = -EINVAL;
+	}
+	for (uint32_t i = 0; i < count && !ret; i++)
+		mc_fast_put(mc, slots[i]);
+	pthread_mutex_unlock(&mc->fast_lock);
+	free(held);
+	return ret;
+}
+
+int mc_fast_release_all(struct moecache *mc)
+{
+	struct moecache_release arg = {.flags = MOECACHE_REL_ALL};
+
+	pthread_mutex_lock(&mc->fast_lock);
+	for (uint32_t s = 0; s < mc->pool.n_slots; s++)
+		__atomic_store_n(&mc->fast_pins[s], 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&mc->fast_lock);
+	/* Kernel pins are only ever held for a moment, but none must outlive this. */
+	return mc_ioctl(mc, MOECACHE_IOC_RELEASE, &arg);
+}
+
+/* Queues one report entry per fast hit. */
+static void mc_fast_note_hits(struct moecache *mc, uint32_t layer, const uint32_t *experts,
+			      const uint32_t *slots, const bool *fast, uint32_t count)
+{
+	pthread_mutex_lock(&mc->fast_lock);
+	for (uint32_t i = 0; i < count; i++) {
+		if (!fast[i] || slots[i] == MOECACHE_NONE)
+			continue;
+		/* Counters only: a failed report must not undo pins already taken. */
+		if (mc->report_len == MC_REPORT_BATCH)
+			mc_fast_flush_locked(mc);
+		mc->report[mc->report_len].layer = layer;
+		mc->report[mc->report_len].expert = experts[i];
+		mc->report_len++;
+	}
+	pthread_mutex_unlock(&mc->fast_lock);
+}
+
+/* Turns the kernel pins ACQUIRE took on slots[0..n) into fast pins. */
+static int mc_fast_convert(struct moecache *mc, const uint32_t *slots, uint32_t n)
+{
+	struct moecache_release arg;
+	int ret;
+
+	if (!n)
+		return 0;
+	/* The kernel pin holds the slot until the fast one is visible. */
+	for (uint32_t i = 0; i < n; i++)
+		mc_fast_get(mc, slots[i]);
+	memset(&arg, 0, sizeof(arg));
+	arg.count = n;
+	arg.slots = (uintptr_t)slots;
+	ret = mc_ioctl(mc, MOECACHE_IOC_RELEASE, &arg);
+	if (ret)
+		for (uint32_t i = 0; i < n; i++)
+			mc_fast_put(mc, slots[i]);
+	return ret;
+}
+
+/* The misses of a fast acquire, by ioctl; their pins become fast pins. */
+static int mc_fast_acquire_misses(struct moecache *mc, uint32_t layer, const uint32_t *experts,
+				  uint32_t count, uint32_t *slots, const bool *fast, uint32_t flags,
+				  uint32_t timeout_ms, struct moecache_acquire_result *kres)
+{
+	uint32_t stack_ids[MC_FAST_STACK], stack_out[MC_FAST_STACK], stack_at[MC_FAST_STACK];
+	uint32_t *ids = stack_ids, *out = stack_out, *at = stack_at;
+	struct moecache_acquire arg;
+	uint32_t n = 0, n_pinned = 0;
+	int ret;
+
+	if (count > MC_FAST_STACK) {
+		ids = malloc(count * sizeof(*ids));
+		out = malloc(count * sizeof(*out));
+		at = malloc(count * sizeof(*at));
+		ret = -ENOMEM;
+		if (!ids || !out || !at)
+			goto out;
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		if (fast[i])
+			continue;
+		at[n] = i;
+		ids[n++] = experts[i];
+	}
+	/* The agent sees the hits before the misses that follow them. */
+	pthread_mutex_lock(&mc->fast_lock);
+	mc_fast_flush_locked(mc);
+	pthread_mutex_unlock(&mc->fast_lock);
+
+	memset(&arg, 0, sizeof(arg));
+	arg.layer = layer;
+	arg.count = n;
+	arg.experts = (uintptr_t)ids;
+	arg.slots = (uintptr_t)out;
+	arg.flags = flags;
+	arg.timeout_ms = timeout_ms;
+	ret = mc_ioctl(mc, MOECACHE_IOC_ACQUIRE, &arg);
+	if (ret)
+		goto out;
+	for (uint32_t j = 0; j < n; j++) {
+		slots[at[j]] = out[j];
+		if (out[j] != MOECACHE_NONE)
+			out[n_pinned++] = out[j];
+	}
+	ret = mc_fast_convert(mc, out, n_pinned);
+	if (ret) {
+		/* Cannot happen short of a driver bug; the kernel pins stay until close. */
+		for (uint32_t j = 0; j < n; j++)
+			slots[at[j]] = MOECACHE_NONE;
+		goto out;
+	}
+	kres->n_hits = arg.n_hits;
+	kres->n_pinned = arg.n_pinned;
+out:
+	if (ids != stack_ids) {
+		free(ids);
+		free(out);
+		free(at);
+	}
+	return ret;
+}
+
+int mc_fast_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t release_count,
+		    uint32_t layer, const uint32_t *experts, uint32_t count, uint32_t *slots,
+		    uint32_t flags, uint32_t timeout_ms, struct moecache_acquire_result *res)
+{
+	struct moecache_acquire_result kres = {0};
+	bool stack_fast[MC_FAST_STACK], *fast = stack_fast;
+	uint32_t base = layer * mc->pool.n_local - mc->pool.expert_begin;
+	uint32_t n_fast = 0;
+	int ret;
+
+	if (count > MC_FAST_STACK) {
+		fast = malloc(count * sizeof(*fast));
+		if (!fast)
+			return -ENOMEM;
+	}
+	/* As ACQUIRE_RELEASE: the release first, and it stays done if a WAIT fails. */
+	ret = mc_fast_release(mc, release_slots, release_count);
+	if (ret)
+		goto out;
+	for (uint32_t i = 0; i < count; i++) {
+		slots[i] = mc_fast_pin(mc, base + experts[i]);
+		fast[i] = slots[i] != MOECACHE_NONE;
+		n_fast += fast[i];
+	}
+	if (n_fast < count) {
+		ret = mc_fast_acquire_misses(mc, layer, experts, count, slots, fast, flags,
+					     timeout_ms, &kres);
+		if (ret) {
+			/* Fails having pinned nothing, as ACQUIRE does. */
+			for (uint32_t i = 0; i < count; i++) {
+				if (fast[i])
+					mc_fast_put(mc, slots[i]);
+				slots[i] = MOECACHE_NONE;
+			}
+			goto out;
+		}
+	}
+	mc_fast_note_hits(mc, layer, experts, slots, fast, count);
+	if (res) {
+		res->n_hits = n_fast + kres.n_hits;
+		res->n_pinned = n_fast + kres.n_pinned;
+	}
+out:
+	if (fast != stack_fast)
+		free(fast);
+	return ret;
+}

@@ -429,10 +429,10 @@ out:
 	return ret;
 }
 
-static int test_no_half_copied_slot(struct e2e *e)
+/* Two clients, each with extra (may be NULL) as one more flag, under slowed copies. */
+static int no_half_copied_slot(struct e2e *e, const char *pool, const char *extra)
 {
 	static const char *const slow[] = {"--copy-delay-us", "3000", "--copy-threads", "3", NULL};
-	const char *pool = "e2e-half";
 	char log[512], out[2][512];
 	struct moecache_stats st;
 	pid_t agent, clients[2];
@@ -450,7 +450,7 @@ static int test_no_half_copied_slot(struct e2e *e)
 
 		snprintf(name, sizeof(name), "client%d", i);
 		e2e_path(e, out[i], sizeof(out[i]), pool, name);
-		clients[i] = e2e_decode_start(e, pool, out[i], (uint32_t)i * 100, 12);
+		clients[i] = e2e_decode_run(e, pool, out[i], (uint32_t)i * 100, 12, extra);
 	}
 	/* Sample while they run: the slow copies must really leave slots half-written. */
 	while ((status0 = e2e_wait(clients[0], 0)) == -ETIMEDOUT && !e2e_stats(e, pool, &st)) {
@@ -469,10 +469,23 @@ static int test_no_half_copied_slot(struct e2e *e)
 		ret = -1;
 	if (!ret && saw_filling == 0)
 		ret = e2e_fail(e, "no slot was ever seen filling: the test did not race copies");
+	/* The clients' hits reached the driver, whoever took them. */
+	if (!ret && !e2e_stats(e, pool, &st) && st.hits == 0)
+		ret = e2e_fail(e, "no hit was counted");
 	if (e2e_agent_stop(e, agent))
 		ret = -1;
 	e2e_pool_destroy(e, pool);
 	return ret;
+}
+
+static int test_no_half_copied_slot(struct e2e *e)
+{
+	return no_half_copied_slot(e, "e2e-half", NULL);
+}
+
+static int test_fast_pins_no_half_copied_slot(struct e2e *e)
+{
+	return no_half_copied_slot(e, "e2e-fast", "--fast-pins");
 }
 
 static int test_no_eviction_bank_holds_all(struct e2e *e)
@@ -702,6 +715,9 @@ static const struct e2e_test e2e_tests[] = {
     {"concurrency_no_half_copied_slot",
      "with slowed copies, every pinned slot a client reads equals the host pages",
      test_no_half_copied_slot},
+    {"concurrency_fast_pins_no_half_copied_slot",
+     "the same with clients pinning hits without a system call (--fast-pins)",
+     test_fast_pins_no_half_copied_slot},
     {"basic_no_eviction_bank_holds_all",
      "a bank that holds every expert is warmed and never evicts or misses",
      test_no_eviction_bank_holds_all},

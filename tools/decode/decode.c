@@ -49,6 +49,7 @@ struct decode_opts {
 	bool fill;
 	bool print_expert_bytes;
 	bool prefetch;
+	bool fast_pins;
 	bool keep_waiting;
 	bool check_weights;
 	bool json;
@@ -86,6 +87,7 @@ static const char decode_usage[] =
     "  --start-token T     first step of the trace\n"
     "  --d-model N --d-ff N --dtype f32|bf16 --seed N   expert shape and weights\n"
     "  --prefetch          hint each next layer's experts (from the trace)\n"
+    "  --fast-pins         pin hits without a system call (MOECACHE_ATTACH_FAST_PINS)\n"
     "  --timeout-ms N      longest wait for one acquire (default 60000, 0: none)\n"
     "  --no-keep-waiting   fail when no agent is attached instead of waiting\n"
     "  --no-check-weights  skip checking host pages against the generator\n"
@@ -142,6 +144,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 		O_SEED,
 		O_FILL,
 		O_PREFETCH,
+		O_FAST_PINS,
 		O_TIMEOUT,
 		O_NO_KEEP,
 		O_NO_CHECK,
@@ -164,6 +167,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 	    {"seed", required_argument, NULL, O_SEED},
 	    {"fill", no_argument, NULL, O_FILL},
 	    {"prefetch", no_argument, NULL, O_PREFETCH},
+	    {"fast-pins", no_argument, NULL, O_FAST_PINS},
 	    {"timeout-ms", required_argument, NULL, O_TIMEOUT},
 	    {"no-keep-waiting", no_argument, NULL, O_NO_KEEP},
 	    {"no-check-weights", no_argument, NULL, O_NO_CHECK},
@@ -234,6 +238,9 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 		case O_PREFETCH:
 			o->prefetch = true;
 			break;
+		case O_FAST_PINS:
+			o->fast_pins = true;
+			break;
 		case O_NO_KEEP:
 			o->keep_waiting = false;
 			break;
@@ -283,7 +290,9 @@ static int decode_attach(const struct decode_opts *o, enum moecache_role role,
 
 	ret = moecache_open(o->device, out);
 	if (!ret)
-		ret = moecache_attach(*out, o->pool, role);
+		ret = moecache_attach_flags(
+		    *out, o->pool, role,
+		    role == MOECACHE_ROLE_CLIENT && o->fast_pins ? MOECACHE_ATTACH_FAST_PINS : 0);
 	if (ret) {
 		fprintf(stderr, "moecache-decode: attach to pool %s: %s\n", o->pool,
 			strerror(-ret));

@@ -91,11 +91,10 @@ void mc_fast_teardown(struct moecache *mc)
 	mc->report = NULL;
 }
 
-/* The fence orders the pin's store before the map's re-read (uapi/moecache.h). */
+/* A pin's store; a fence must follow before the map is read again (uapi/moecache.h). */
 static void mc_fast_get(struct moecache *mc, uint32_t slot)
 {
 	__atomic_fetch_add(&mc->fast_pins[slot], 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 static void mc_fast_put(struct moecache *mc, uint32_t slot)
@@ -103,19 +102,38 @@ static void mc_fast_put(struct moecache *mc, uint32_t slot)
 	__atomic_fetch_sub(&mc->fast_pins[slot], 1, __ATOMIC_RELEASE);
 }
 
-/* Pins idx's slot if it is resident; MOECACHE_NONE if not. */
-static uint32_t mc_fast_pin(struct moecache *mc, uint32_t idx)
+/*
+ * Pins the resident ones among experts (local indices from base): every pin
+ * stored, one fence, every map entry read again. Writes slots (NONE for a
+ * miss) and fast; returns how many were pinned.
+ */
+static uint32_t mc_fast_pin_all(struct moecache *mc, uint32_t base, const uint32_t *experts,
+				uint32_t count, uint32_t *slots, bool *fast)
 {
-	uint32_t slot = mc_load_acquire_u32(&mc->map.map[idx]);
+	uint32_t n = 0;
 
-	if (slot >= mc->pool.n_slots)
-		return MOECACHE_NONE;
-	mc_fast_get(mc, slot);
-	if (mc_load_acquire_u32(&mc->map.map[idx]) == slot)
-		return slot;
-	/* Taken away meanwhile: the driver saw no pin, so nothing was kept for us. */
-	mc_fast_put(mc, slot);
-	return MOECACHE_NONE;
+	for (uint32_t i = 0; i < count; i++) {
+		slots[i] = mc_load_acquire_u32(&mc->map.map[base + experts[i]]);
+		if (slots[i] < mc->pool.n_slots)
+			mc_fast_get(mc, slots[i]);
+		else
+			slots[i] = MOECACHE_NONE;
+	}
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	for (uint32_t i = 0; i < count; i++) {
+		fast[i] = false;
+		if (slots[i] == MOECACHE_NONE)
+			continue;
+		if (mc_load_acquire_u32(&mc->map.map[base + experts[i]]) != slots[i]) {
+			/* Taken away meanwhile: the driver saw no pin, so kept nothing for us. */
+			mc_fast_put(mc, slots[i]);
+			slots[i] = MOECACHE_NONE;
+			continue;
+		}
+		fast[i] = true;
+		n++;
+	}
+	return n;
 }
 
 /* How often slot appears in slots[0..n). */
@@ -128,7 +146,8 @@ static uint32_t mc_count_of(const uint32_t *slots, uint32_t n, uint32_t slot)
 	return c;
 }
 
-int mc_fast_release(struct moecache *mc, const uint32_t *slots, uint32_t count)
+/* All or nothing: every pin listed must be held before any is dropped. fast_lock held. */
+static int mc_fast_release_locked(struct moecache *mc, const uint32_t *slots, uint32_t count)
 {
 	uint32_t *held = NULL;
 	int ret = 0;
@@ -144,8 +163,6 @@ int mc_fast_release(struct moecache *mc, const uint32_t *slots, uint32_t count)
 		for (uint32_t i = 0; i < count; i++)
 			held[slots[i]]++;
 	}
-	pthread_mutex_lock(&mc->fast_lock);
-	/* All or nothing: every pin listed must be held before any is dropped. */
 	for (uint32_t i = 0; i < count && !ret; i++) {
 		uint32_t want = held ? held[slots[i]] : mc_count_of(slots, count, slots[i]);
 
@@ -154,8 +171,17 @@ int mc_fast_release(struct moecache *mc, const uint32_t *slots, uint32_t count)
 	}
 	for (uint32_t i = 0; i < count && !ret; i++)
 		mc_fast_put(mc, slots[i]);
-	pthread_mutex_unlock(&mc->fast_lock);
 	free(held);
+	return ret;
+}
+
+int mc_fast_release(struct moecache *mc, const uint32_t *slots, uint32_t count)
+{
+	int ret;
+
+	pthread_mutex_lock(&mc->fast_lock);
+	ret = mc_fast_release_locked(mc, slots, count);
+	pthread_mutex_unlock(&mc->fast_lock);
 	return ret;
 }
 
@@ -171,13 +197,12 @@ int mc_fast_release_all(struct moecache *mc)
 	return mc_ioctl(mc, MOECACHE_IOC_RELEASE, &arg);
 }
 
-/* Queues one report entry per fast hit. */
-static void mc_fast_note_hits(struct moecache *mc, uint32_t layer, const uint32_t *experts,
-			      const uint32_t *slots, const bool *fast, uint32_t count)
+/* Queues one report entry per fast hit; fast_lock held. */
+static void mc_fast_note_hits_locked(struct moecache *mc, uint32_t layer, const uint32_t *experts,
+				     const bool *fast, uint32_t count)
 {
-	pthread_mutex_lock(&mc->fast_lock);
 	for (uint32_t i = 0; i < count; i++) {
-		if (!fast[i] || slots[i] == MOECACHE_NONE)
+		if (!fast[i])
 			continue;
 		/* Counters only: a failed report must not undo pins already taken. */
 		if (mc->report_len == MC_REPORT_BATCH)
@@ -186,7 +211,6 @@ static void mc_fast_note_hits(struct moecache *mc, uint32_t layer, const uint32_
 		mc->report[mc->report_len].expert = experts[i];
 		mc->report_len++;
 	}
-	pthread_mutex_unlock(&mc->fast_lock);
 }
 
 /* Turns the kernel pins ACQUIRE took on slots[0..n) into fast pins. */
@@ -200,6 +224,7 @@ static int mc_fast_convert(struct moecache *mc, const uint32_t *slots, uint32_t 
 	/* The kernel pin holds the slot until the fast one is visible. */
 	for (uint32_t i = 0; i < n; i++)
 		mc_fast_get(mc, slots[i]);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	memset(&arg, 0, sizeof(arg));
 	arg.count = n;
 	arg.slots = (uintptr_t)slots;
@@ -288,15 +313,17 @@ int mc_fast_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t
 		if (!fast)
 			return -ENOMEM;
 	}
+	pthread_mutex_lock(&mc->fast_lock);
 	/* As ACQUIRE_RELEASE: the release first, and it stays done if a WAIT fails. */
-	ret = mc_fast_release(mc, release_slots, release_count);
+	ret = mc_fast_release_locked(mc, release_slots, release_count);
+	if (!ret)
+		n_fast = mc_fast_pin_all(mc, base, experts, count, slots, fast);
+	/* All hits, the common case: one lock hold for the whole call. */
+	if (!ret && n_fast == count)
+		mc_fast_note_hits_locked(mc, layer, experts, fast, count);
+	pthread_mutex_unlock(&mc->fast_lock);
 	if (ret)
 		goto out;
-	for (uint32_t i = 0; i < count; i++) {
-		slots[i] = mc_fast_pin(mc, base + experts[i]);
-		fast[i] = slots[i] != MOECACHE_NONE;
-		n_fast += fast[i];
-	}
 	if (n_fast < count) {
 		ret = mc_fast_acquire_misses(mc, layer, experts, count, slots, fast, flags,
 					     timeout_ms, &kres);
@@ -309,8 +336,10 @@ int mc_fast_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t
 			}
 			goto out;
 		}
+		pthread_mutex_lock(&mc->fast_lock);
+		mc_fast_note_hits_locked(mc, layer, experts, fast, count);
+		pthread_mutex_unlock(&mc->fast_lock);
 	}
-	mc_fast_note_hits(mc, layer, experts, slots, fast, count);
 	if (res) {
 		res->n_hits = n_fast + kres.n_hits;
 		res->n_pinned = n_fast + kres.n_pinned;

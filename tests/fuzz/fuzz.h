@@ -60,8 +60,12 @@ struct fz_fd {
 	uint32_t *pins;			       /* client: pins this file holds, per slot */
 	uint32_t *pin_idx;		       /* client: the idx each pinned slot held */
 	uint8_t *inflight; /* agent: idx read and neither evicted for nor aborted */
-	int bank_fd;	   /* agent: the memfd it handed over, or -1 */
-	uint64_t gen;	   /* which open of the lane this is (mappings name it) */
+	uint32_t *fast;	   /* client with fast pins: its pins region, or NULL */
+	size_t fast_len;
+	uint32_t *fast_held; /* fast pins the lane took by the protocol, per slot */
+	uint32_t *fast_idx;  /* the idx each of those slots held when pinned */
+	int bank_fd;	     /* agent: the memfd it handed over, or -1 */
+	uint64_t gen;	     /* which open of the lane this is (mappings name it) */
 };
 
 /* A mapping made by the fuzzer; it outlives the fd it came from. */
@@ -81,9 +85,10 @@ struct fz_config {
 	unsigned int lanes;
 	unsigned int max_reports;
 	bool trace;
-	bool strict;	 /* one lane: the pool's whole state is ours */
-	bool no_bad_out; /* no unwritable reply pointers (their calls change state) */
-	bool no_netlink; /* the operations of before the netlink ones, in the same sequence */
+	bool strict;	   /* one lane: the pool's whole state is ours */
+	bool no_bad_out;   /* no unwritable reply pointers (their calls change state) */
+	bool no_netlink;   /* the operations of before the netlink ones, in the same sequence */
+	bool no_fast_pins; /* the same for fast pins and REPORT */
 	char prefix[24];
 	struct moecache_info info;
 	long page;
@@ -156,6 +161,8 @@ bool fz_flush_overlap(const struct fz_lane *l);
 
 /* ---- invariants ---- */
 /* Checks the map region of fd f (if mapped) and what the lane knows of it. */
+/* Every slot a lane fast-pinned still holds the expert it was pinned for. */
+void fz_fast_verify(struct fz_lane *l);
 void fz_check_fd(struct fz_lane *l, struct fz_fd *f);
 /*
  * A consistent copy (under seq) of map[] and owner[]; false if seq stayed

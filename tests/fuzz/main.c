@@ -29,7 +29,7 @@
 static const char usage[] =
     "usage: moecache-fuzz   (no arguments: the regression runs, as a VM test suite)\n"
     "       moecache-fuzz --seed S --ops N [--lanes L] [--prefix NAME] [--max-reports K] "
-    "[--no-bad-out] [--no-netlink] [--trace]\n"
+    "[--no-bad-out] [--no-netlink] [--no-fast-pins] [--trace]\n"
     "  --seed S         the generator's seed (the run is fixed by it)\n"
     "  --ops N          operations in all lanes together\n"
     "  --lanes L        processes issuing them (1..8, default 4; 1 also checks pins,\n"
@@ -40,6 +40,7 @@ static const char usage[] =
     "                   ATTACH, ACQUIRE and PREFETCH change the pool before failing)\n"
     "  --no-netlink     no netlink messages: the sequences of the fuzzer before it sent\n"
     "                   them (the regression seeds run with it)\n"
+    "  --no-fast-pins   no fast pins nor REPORT: the sequences of the fuzzer before them\n"
     "  --trace          print every operation\n";
 
 /* Per-lane results, in memory shared with the parent. */
@@ -190,20 +191,23 @@ static const struct fz_regression {
 	const char *name;
 	uint64_t seed, ops;
 	unsigned int lanes;
-	bool no_netlink; /* found before the fuzzer sent netlink: keep that sequence */
+	bool no_netlink;   /* found before the fuzzer sent netlink: keep that sequence */
+	bool no_fast_pins; /* found before fast pins and REPORT: keep that sequence */
 	const char *found;
 } regressions[] = {
-    {"seed-1", 1, 400, 1, true, "op 155: PREFETCH refused a non-zero n_queued (an out field)"},
-    {"seed-4", 4, 900, 1, true,
+    {"seed-1", 1, 400, 1, true, true,
+     "op 155: PREFETCH refused a non-zero n_queued (an out field)"},
+    {"seed-4", 4, 900, 1, true, true,
      "op 267: ACQUIRE with an unwritable slots list counted misses, then EFAULT; "
      "op 807: ATTACH with a read-only argument attached the file, then EFAULT"},
-    {"seed-6", 6, 700, 1, true, "op 636: EVICT with a read-only argument evicted, then EFAULT"},
-    {"seed-334", 334, 65000, 1, false,
+    {"seed-6", 6, 700, 1, true, true,
+     "op 636: EVICT with a read-only argument evicted, then EFAULT"},
+    {"seed-334", 334, 65000, 1, false, true,
      "op 64902: two flag defects made NLM_F_DUMP, and a dump was taken for a defect "
      "(the fuzzer's own bug)"},
     /* Longer runs of every operation, netlink included. */
-    {"seed-1000", 1000, 20000, 1, false, NULL},
-    {"seed-1001", 1001, 40000, 4, false, NULL},
+    {"seed-1000", 1000, 20000, 1, false, false, NULL},
+    {"seed-1001", 1001, 40000, 4, false, false, NULL},
 };
 
 /* One run: L lanes, then the final checks. 0: clean; 1: reports; 2: setup. */
@@ -312,7 +316,8 @@ static int fuzz_suite(void)
 					.ops = r->ops,
 					.lanes = r->lanes,
 					.max_reports = 10,
-					.no_netlink = r->no_netlink};
+					.no_netlink = r->no_netlink,
+					.no_fast_pins = r->no_fast_pins};
 
 		fflush(NULL);
 		pid = fork();
@@ -344,6 +349,7 @@ int main(int argc, char **argv)
 	    {"trace", no_argument, NULL, 't'},
 	    {"no-bad-out", no_argument, NULL, 'o'},
 	    {"no-netlink", no_argument, NULL, 'N'},
+	    {"no-fast-pins", no_argument, NULL, 'F'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
@@ -389,6 +395,9 @@ int main(int argc, char **argv)
 			break;
 		case 'N':
 			cfg.no_netlink = true;
+			break;
+		case 'F':
+			cfg.no_fast_pins = true;
 			break;
 		case 'h':
 			fputs(usage, stdout);

@@ -684,6 +684,8 @@ void fz_op_netlink(struct fz_lane *l)
 		__atomic_add_fetch(l->cfg->flush_gen, 1, __ATOMIC_ACQ_REL);
 		/* Our own flush is not another lane's. */
 		l->flush_start = __atomic_load_n(l->cfg->flush_gen, __ATOMIC_ACQUIRE);
+		/* A flush skips fast-pinned slots. */
+		fz_fast_verify(l);
 	}
 	if (ret < 0 && replies == UINT_MAX) {
 		/* The message reached genetlink or not: either way no errno of ours. */

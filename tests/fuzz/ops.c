@@ -49,6 +49,8 @@ enum fz_op {
 	OP_BADIOCTL,
 	OP_FORK,
 	OP_NETLINK,
+	OP_FAST,
+	OP_REPORT,
 	OP_NR
 };
 
@@ -86,6 +88,8 @@ static const struct {
     [OP_BADIOCTL] = {"bad_ioctl", 30},
     [OP_FORK] = {"fork", 2},
     [OP_NETLINK] = {"netlink", 40},
+    [OP_FAST] = {"fast_pin", 40},
+    [OP_REPORT] = {"report", 20},
 };
 
 /* ---- small helpers ---- */
@@ -223,6 +227,10 @@ static void fd_forget(struct fz_fd *f)
 	free(f->pins);
 	free(f->pin_idx);
 	free(f->inflight);
+	if (f->fast)
+		munmap(f->fast, f->fast_len);
+	free(f->fast_held);
+	free(f->fast_idx);
 	if (f->bank_fd >= 0)
 		close(f->bank_fd);
 	memset(f, 0, sizeof(*f));
@@ -654,6 +662,61 @@ static bool geom_from_attach(struct fz_lane *l, const struct moecache_attach *a,
 	return true;
 }
 
+/* The pins region's place: only with fast pins, page-aligned, clear of the others. */
+static bool fast_region_check(struct fz_lane *l, const struct moecache_attach *a)
+{
+	const struct moecache_offsets *o = &a->off;
+	uint64_t pg = (uint64_t)l->cfg->page;
+
+	if (!(a->flags & MOECACHE_ATTACH_FAST_PINS)) {
+		if (o->pins_offset || o->pins_size) {
+			fz_report(l, "ATTACH without fast pins replied a pins region");
+			return false;
+		}
+		return true;
+	}
+	if (o->pins_size < (uint64_t)a->n_slots * 4 || o->pins_size % pg || o->pins_offset % pg ||
+	    (o->pins_offset < o->map_offset + o->map_size &&
+	     o->map_offset < o->pins_offset + o->pins_size) ||
+	    (o->pins_offset < o->host_offset + o->host_size &&
+	     o->host_offset < o->pins_offset + o->pins_size)) {
+		fz_report(l, "ATTACH replied an impossible pins region");
+		return false;
+	}
+	return true;
+}
+
+static void fast_region_map(struct fz_lane *l, struct fz_fd *f)
+{
+	void *p = mmap(NULL, f->g.off.pins_size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd,
+		       (off_t)f->g.off.pins_offset);
+
+	/* A shared writable mapping needs a file open for writing. */
+	if (f->rdonly) {
+		if (p != MAP_FAILED || errno != EACCES)
+			fz_report(l, "read-write mmap of the pins region of an O_RDONLY file: %s",
+				  p == MAP_FAILED ? fz_errname(errno) : "mapped");
+		if (p != MAP_FAILED)
+			munmap(p, f->g.off.pins_size);
+		return;
+	}
+	if (p == MAP_FAILED) {
+		fz_report(l, "mmap of the pins region after ATTACH: %s", fz_errname(errno));
+		return;
+	}
+	f->fast = p;
+	f->fast_len = f->g.off.pins_size;
+	f->fast_held = calloc(f->g.n_slots, sizeof(*f->fast_held));
+	f->fast_idx = calloc(f->g.n_slots, sizeof(*f->fast_idx));
+	if (!f->fast_held || !f->fast_idx) {
+		fz_report(l, "out of memory");
+		return;
+	}
+	for (uint32_t s = 0; s < f->g.n_slots; s++)
+		if (p && f->fast[s])
+			fz_report(l, "a new pins region holds %u at slot %u", f->fast[s], s);
+}
+
 static void op_attach(struct fz_lane *l, struct fz_fd *f)
 {
 	static const uint32_t roles[] = {MOECACHE_ROLE_CLIENT, MOECACHE_ROLE_CLIENT,
@@ -679,6 +742,11 @@ static void op_attach(struct fz_lane *l, struct fz_fd *f)
 		/* Bits the ABI does not define. */
 		req.flags = 1u << (1 + fz_below(l, 31));
 		fz_defect(&e, "flags", EINVAL, 0);
+	}
+	if (!l->cfg->no_fast_pins && fz_chance(l, 1, 3)) {
+		req.flags |= MOECACHE_ATTACH_FAST_PINS;
+		if (req.role != MOECACHE_ROLE_CLIENT)
+			fz_defect(&e, "fast-pins-role", EINVAL, 0);
 	}
 	if (was_attached)
 		fz_defect(&e, "already-attached", EALREADY, 0);
@@ -714,7 +782,7 @@ static void op_attach(struct fz_lane *l, struct fz_fd *f)
 		}
 		return;
 	}
-	if (!geom_from_attach(l, &req, &f->g))
+	if (!geom_from_attach(l, &req, &f->g) || !fast_region_check(l, &req))
 		return;
 	f->role = req.role;
 	memcpy(f->pool, req.name, MOECACHE_NAME_LEN);
@@ -729,6 +797,8 @@ static void op_attach(struct fz_lane *l, struct fz_fd *f)
 		f->pins = calloc(f->g.n_slots, sizeof(*f->pins));
 		f->pin_idx = calloc(f->g.n_slots, sizeof(*f->pin_idx));
 	}
+	if (req.flags & MOECACHE_ATTACH_FAST_PINS)
+		fast_region_map(l, f);
 	if (f->role == MOECACHE_ROLE_AGENT) {
 		f->inflight = calloc(f->g.n_idx, 1);
 		f->epoch = f->map->agent_epoch;
@@ -1279,6 +1349,44 @@ static bool is_resident(uint32_t own)
 	return own != MOECACHE_NONE && !(own & MOECACHE_OWNER_FILLING);
 }
 
+/* Whether a fast region of the lane on f's pool holds slot: a pin, or garbage. */
+static bool fast_pinned_any(const struct fz_lane *l, const struct fz_fd *f, uint32_t slot)
+{
+	unsigned int i;
+
+	for (i = 0; i < FZ_MAX_FDS; i++) {
+		const struct fz_fd *g = &l->fds[i];
+
+		if (g->fast && same_pool(g, f) && slot < g->g.n_slots &&
+		    __atomic_load_n(&g->fast[slot], __ATOMIC_RELAXED))
+			return true;
+	}
+	return false;
+}
+
+/* Invariant 1 for fast pins: a slot the lane fast-pinned keeps its expert. */
+void fz_fast_verify(struct fz_lane *l)
+{
+	unsigned int i;
+	uint32_t s, own;
+
+	for (i = 0; i < FZ_MAX_FDS; i++) {
+		struct fz_fd *f = &l->fds[i];
+
+		if (!f->fast || !f->fast_held || !f->map)
+			continue;
+		for (s = 0; s < f->g.n_slots; s++) {
+			if (!f->fast_held[s])
+				continue;
+			own = __atomic_load_n(&map_arr(f, f->map->owner_off)[s], __ATOMIC_ACQUIRE);
+			if (own != f->fast_idx[s])
+				fz_report(l,
+					  "pool %s: fast-pinned slot %u holds 0x%x, pinned for %u",
+					  f->pool, s, own, f->fast_idx[s]);
+		}
+	}
+}
+
 static void op_evict(struct fz_lane *l, struct fz_fd *f)
 {
 	struct moecache_evict req;
@@ -1351,7 +1459,8 @@ static void op_evict(struct fz_lane *l, struct fz_fd *f)
 		own = v.owner[req.slot];
 		if (is_filling(own))
 			fz_defect(&e, "slot-filling", EBUSY, 0);
-		else if (is_resident(own) && (!exact(l) || pins_of(f, req.slot)))
+		else if (is_resident(own) &&
+			 (!exact(l) || pins_of(f, req.slot) || fast_pinned_any(l, f, req.slot)))
 			fz_expect_err(&e, EBUSY);
 		if (!only_free && idx < f->g.n_idx && req.layer < f->g.n_layers &&
 		    req.expert >= f->g.expert_begin && req.expert < f->g.expert_end) {
@@ -1382,6 +1491,10 @@ static void op_evict(struct fz_lane *l, struct fz_fd *f)
 			f->inflight[idx] = 0;
 		return;
 	}
+	/* Our own regions do not change during our call: exact with any number of lanes. */
+	if (v.ok && req.slot < f->g.n_slots && is_resident(own) &&
+	    fast_pinned_any(l, f, req.slot) && !fz_flush_overlap(l))
+		fz_report(l, "EVICT took slot %u, which a fast pin of ours holds", req.slot);
 	if (v.ok) {
 		uint32_t ol = MOECACHE_NONE, oe = MOECACHE_NONE;
 
@@ -1405,6 +1518,174 @@ static void op_evict(struct fz_lane *l, struct fz_fd *f)
 		if (now != want)
 			fz_report(l, "after EVICT owner[%u] = 0x%x, want 0x%x", req.slot, now,
 				  want);
+	}
+}
+
+/* ---- fast pins ---- */
+
+/* The protocol of uapi/moecache.h on one expert; returns whether it pinned. */
+static bool fast_pin(struct fz_fd *f, uint32_t idx)
+{
+	const uint32_t *map = map_arr(f, f->map->map_off);
+	uint32_t slot = __atomic_load_n(&map[idx], __ATOMIC_ACQUIRE);
+
+	if (slot >= f->g.n_slots)
+		return false;
+	/* Our garbage goes first: 0xffffffff + 1 would be no pin at all. */
+	if (!f->fast_held[slot])
+		__atomic_store_n(&f->fast[slot], 0, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&f->fast[slot], 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&map[idx], __ATOMIC_ACQUIRE) != slot) {
+		__atomic_fetch_sub(&f->fast[slot], 1, __ATOMIC_RELEASE);
+		return false;
+	}
+	f->fast_held[slot]++;
+	f->fast_idx[slot] = idx;
+	return true;
+}
+
+/* A random slot whose held count is (or is not) zero, from a random start; n_slots if none. */
+static uint32_t fast_pick_slot(struct fz_lane *l, const struct fz_fd *f, bool held)
+{
+	uint32_t start = fz_below(l, f->g.n_slots), i, s;
+
+	for (i = 0; i < f->g.n_slots; i++) {
+		s = (start + i) % f->g.n_slots;
+		if ((f->fast_held[s] != 0) == held)
+			return s;
+	}
+	return f->g.n_slots;
+}
+
+/* Pins, unpins, or writes garbage into a fast region; then checks every fast pin held. */
+static void op_fast(struct fz_lane *l, struct fz_fd *f)
+{
+	static const uint32_t junk[] = {0, 0, 1, 2, 0x7fffffffu, 0x80000000u, 0xffffffffu};
+	uint32_t idx, s;
+
+	/* Any of the lane's files with a region will do. */
+	for (idx = 0; idx < FZ_MAX_FDS && !(f->fast && f->fast_held && f->map); idx++)
+		f = &l->fds[(fz_below(l, FZ_MAX_FDS) + idx) % FZ_MAX_FDS];
+	if (!f->fast || !f->fast_held || !f->map)
+		return;
+	switch (fz_below(l, 8)) {
+	case 0:
+	case 1:
+	case 2:
+	case 3:
+		idx = fz_below(l, f->g.n_idx);
+		/* Mostly an expert that is resident now, so that pins contend with evictions. */
+		if (fz_chance(l, 3, 4)) {
+			uint32_t start = fz_below(l, f->g.n_slots), own;
+
+			for (s = 0; s < f->g.n_slots; s++) {
+				own = __atomic_load_n(
+				    &map_arr(f, f->map->owner_off)[(start + s) % f->g.n_slots],
+				    __ATOMIC_RELAXED);
+				if (own < f->g.n_idx) {
+					idx = own;
+					break;
+				}
+			}
+		}
+		fz_trace(l, "fast pin fd %d idx %u -> %d", f->fd, idx, fast_pin(f, idx));
+		break;
+	case 4:
+	case 5:
+		s = fast_pick_slot(l, f, true);
+		if (s == f->g.n_slots)
+			break;
+		__atomic_fetch_sub(&f->fast[s], 1, __ATOMIC_RELEASE);
+		f->fast_held[s]--;
+		fz_trace(l, "fast unpin fd %d slot %u", f->fd, s);
+		break;
+	default:
+		/* Garbage only where the lane holds nothing: its pins stay what it counted. */
+		s = fast_pick_slot(l, f, false);
+		if (s == f->g.n_slots)
+			break;
+		idx = fz_chance(l, 1, 4) ? (uint32_t)fz_rand(l) : junk[fz_below(l, 7)];
+		__atomic_store_n(&f->fast[s], idx, __ATOMIC_RELEASE);
+		fz_trace(l, "fast garbage fd %d slot %u = 0x%x", f->fd, s, idx);
+		break;
+	}
+	fz_fast_verify(l);
+}
+
+/* REPORT: entries of any layer, checked all or nothing. */
+static void op_report(struct fz_lane *l, struct fz_fd *f)
+{
+	struct moecache_access acc[FZ_MAX_LIST];
+	uint32_t before[FZ_MAX_LIST], count, n, i, idx;
+	const uint32_t *access = NULL;
+	struct moecache_report req;
+	bool check_state;
+	struct fz_expect e;
+	long ret;
+	void *p;
+
+	fz_expect_init(&e, true);
+	gate(&e, f, MOECACHE_ROLE_CLIENT, MOECACHE_ROLE_CLIENT);
+	memset(&req, 0, sizeof(req));
+	n = 1 + fz_below(l, attached(f) ? 24 : 1);
+	for (i = 0; i < n; i++) {
+		acc[i].layer = attached(f) ? fz_below(l, f->g.n_layers) : 0;
+		acc[i].expert = attached(f) ? f->g.expert_begin + fz_below(l, f->g.n_local) : 0;
+	}
+	count = n;
+	switch (attached(f) ? fz_below(l, 16) : 15) {
+	case 0:
+		count = 0;
+		fz_defect(&e, "count-zero", EINVAL, 0);
+		break;
+	case 1:
+		count = l->cfg->info.max_batch + 1 + fz_below(l, 1000);
+		fz_defect(&e, "count-too-big", E2BIG, 0);
+		break;
+	case 2:
+		acc[fz_below(l, n)].layer = f->g.n_layers + fz_below(l, 1000);
+		fz_defect(&e, "layer-out-of-range", EINVAL, 0);
+		break;
+	case 3:
+		acc[fz_below(l, n)].expert = fz_chance(l, 1, 2) && f->g.expert_begin
+						 ? f->g.expert_begin - 1
+						 : f->g.expert_end + fz_below(l, 1000);
+		fz_defect(&e, "expert-out-of-range", EINVAL, 0);
+		break;
+	case 4:
+		req.flags = 1u << fz_below(l, 32);
+		fz_defect(&e, "flags", EINVAL, 0);
+		break;
+	default:
+		break;
+	}
+	req.count = count;
+	req.accesses = list_ptr(l, &e, acc, (size_t)n * sizeof(acc[0]), 4, false);
+	p = arg_ptr(l, &e, &req, sizeof(req), false, 5);
+	check_state = exact(l) && attached(f) && f->role == MOECACHE_ROLE_CLIENT && !f->shared;
+	if (check_state) {
+		access = map_arr(f, f->map->access_off);
+		for (i = 0; i < n; i++)
+			before[i] = access[idx_of(&f->g, acc[i].layer, acc[i].expert) % f->g.n_idx];
+	}
+	ret = xioctl(f->fd, MOECACHE_IOC_REPORT, p);
+	fz_trace(l, "REPORT fd %d count %u -> %ld (%s)", f->fd, count, ret, e.defects);
+	if (!fz_check_result(l, &e, ret, "REPORT") || !check_state)
+		return;
+	/* Counted once per entry on success; not at all on failure. */
+	for (i = 0; i < n; i++) {
+		uint32_t want = before[i], mult = 0;
+
+		idx = idx_of(&f->g, acc[i].layer, acc[i].expert) % f->g.n_idx;
+		for (uint32_t j = 0; j < n && ret == 0; j++)
+			mult += idx_of(&f->g, acc[j].layer, acc[j].expert) % f->g.n_idx == idx;
+		want += mult;
+		if (access[idx] != want) {
+			fz_report(l, "REPORT %s: access[%u] = %u, want %u", ret ? "failed" : "done",
+				  idx, access[idx], want);
+			break;
+		}
 	}
 }
 
@@ -1637,7 +1918,9 @@ static void op_bank_set(struct fz_lane *l, struct fz_fd *f)
 	if (attached(f) && !v.ok)
 		fz_expect_err(&e, EBUSY);
 	for (s = 0; v.ok && s < f->g.n_slots; s++)
-		if (exact(l) ? pins_of(f, s) != 0 : is_resident(v.owner[s]))
+		if (exact(l) ? pins_of(f, s) != 0 ||
+				   (is_resident(v.owner[s]) && fast_pinned_any(l, f, s))
+			     : is_resident(v.owner[s]))
 			fz_expect_err(&e, EBUSY);
 	p = arg_ptr(l, &e, &req, sizeof(req), false, 4);
 	replacing = attached(f) && (f->map->flags & MOECACHE_POOL_BANK);
@@ -1670,6 +1953,7 @@ static void op_bank_set(struct fz_lane *l, struct fz_fd *f)
 	if (f->map && !(f->map->flags & MOECACHE_POOL_BANK))
 		fz_report(l, "after BANK_SET MOECACHE_POOL_BANK is clear");
 	fz_check_fd(l, f);
+	fz_fast_verify(l);
 }
 
 static void op_bank_get(struct fz_lane *l, struct fz_fd *f)
@@ -1990,19 +2274,21 @@ static const unsigned long abi_cmds[] = {
     MOECACHE_IOC_RELEASE,	  MOECACHE_IOC_PREFETCH, MOECACHE_IOC_EVICT,
     MOECACHE_IOC_COMMIT,	  MOECACHE_IOC_ABORT,	 MOECACHE_IOC_BANK_SET,
     MOECACHE_IOC_BANK_GET,	  MOECACHE_IOC_LOAD,	 MOECACHE_IOC_STATS,
-    MOECACHE_IOC_ACQUIRE_RELEASE,
+    MOECACHE_IOC_ACQUIRE_RELEASE, MOECACHE_IOC_REPORT,
 };
 
 static void op_bad_ioctl(struct fz_lane *l, struct fz_fd *f)
 {
 	const size_t n_cmds = sizeof(abi_cmds) / sizeof(abi_cmds[0]);
+	/* Without fast pins, draw as the fuzzer did before REPORT was last in the list. */
+	const size_t n_draw = l->cfg->no_fast_pins ? n_cmds - 1 : n_cmds;
 	unsigned long cmd, base;
 	unsigned int dir, size, nr, type;
 	size_t i;
 	long ret;
 
 	do {
-		base = abi_cmds[fz_below(l, (uint32_t)n_cmds)];
+		base = abi_cmds[fz_below(l, (uint32_t)n_draw)];
 		dir = _IOC_DIR(base);
 		size = _IOC_SIZE(base);
 		nr = _IOC_NR(base);
@@ -2097,6 +2383,16 @@ static void op_fork(struct fz_lane *l, uint64_t *budget)
 				close(l->fds[i].fd);
 				fd_forget(&l->fds[i]);
 			}
+		/* Pins regions are not inherited (VM_DONTCOPY): the parent's pins stay its own. */
+		for (i = 0; i < FZ_MAX_FDS; i++) {
+			struct fz_fd *f = &l->fds[i];
+
+			f->fast = NULL;
+			free(f->fast_held);
+			free(f->fast_idx);
+			f->fast_held = NULL;
+			f->fast_idx = NULL;
+		}
 		for (i = 0; i < child_ops; i++) {
 			l->op_no++;
 			run_one(l);
@@ -2114,6 +2410,8 @@ static void op_fork(struct fz_lane *l, uint64_t *budget)
 		fz_report(l, "waitpid: %s", fz_errname(errno));
 		return;
 	}
+	/* Whatever the child did with the same files, our fast pins held. */
+	fz_fast_verify(l);
 	if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
 		fz_report(l, "child died of signal %d", WTERMSIG(status));
 	else if (WIFEXITED(status) && WEXITSTATUS(status))
@@ -2128,7 +2426,11 @@ static void op_fork(struct fz_lane *l, uint64_t *budget)
  */
 static unsigned int op_weight(const struct fz_lane *l, unsigned int op)
 {
-	return op == OP_NETLINK && l->cfg->no_netlink ? 0 : op_table[op].weight;
+	if (op == OP_NETLINK && l->cfg->no_netlink)
+		return 0;
+	if ((op == OP_FAST || op == OP_REPORT) && l->cfg->no_fast_pins)
+		return 0;
+	return op_table[op].weight;
 }
 
 static enum fz_op pick_op(struct fz_lane *l)
@@ -2192,6 +2494,8 @@ static void run_one(struct fz_lane *l)
 	case OP_ACQ_REL:
 	case OP_RELEASE:
 	case OP_PREFETCH:
+	case OP_FAST:
+	case OP_REPORT:
 		f = pick_fd(l, MOECACHE_ROLE_CLIENT);
 		break;
 	case OP_READ:
@@ -2285,6 +2589,12 @@ static void run_one(struct fz_lane *l)
 		break;
 	case OP_BADIOCTL:
 		op_bad_ioctl(l, f);
+		break;
+	case OP_FAST:
+		op_fast(l, f);
+		break;
+	case OP_REPORT:
+		op_report(l, f);
 		break;
 	default:
 		break;

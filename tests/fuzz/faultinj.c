@@ -465,7 +465,7 @@ static void sc_create_big(struct fi *fi)
 	sc_create(fi, true);
 }
 
-static void sc_attach(struct fi *fi, uint32_t role)
+static void sc_attach(struct fi *fi, uint32_t role, uint32_t flags)
 {
 	struct moecache_stats before, after;
 	struct moecache_attach a;
@@ -477,6 +477,7 @@ static void sc_attach(struct fi *fi, uint32_t role)
 	memset(&a, 0, sizeof(a));
 	snprintf(a.name, sizeof(a.name), "%s", fi->pool);
 	a.role = role;
+	a.flags = flags;
 	ret = armed_ioctl(fi, fd, MOECACHE_IOC_ATTACH, &a);
 	check_errno(fi, ret, "ATTACH");
 	if (!get_stats(fi, fi->client, &after))
@@ -501,12 +502,18 @@ out:
 
 static void sc_attach_client(struct fi *fi)
 {
-	sc_attach(fi, MOECACHE_ROLE_CLIENT);
+	sc_attach(fi, MOECACHE_ROLE_CLIENT, 0);
+}
+
+/* The pins region is one more allocation. */
+static void sc_attach_fast(struct fi *fi)
+{
+	sc_attach(fi, MOECACHE_ROLE_CLIENT, MOECACHE_ATTACH_FAST_PINS);
 }
 
 static void sc_attach_loader(struct fi *fi)
 {
-	sc_attach(fi, MOECACHE_ROLE_LOADER);
+	sc_attach(fi, MOECACHE_ROLE_LOADER, 0);
 }
 
 /* A second agent: only the busy check, but the path up to it is fallible. */
@@ -644,6 +651,31 @@ static void sc_prefetch(struct fi *fi)
 	p.experts = (uintptr_t)experts;
 	ret = armed_ioctl(fi, fi->client, MOECACHE_IOC_PREFETCH, &p);
 	check_errno(fi, ret, "PREFETCH");
+	check_usable(fi);
+}
+
+/* A list longer than the stack's is copied into an allocation. */
+static void sc_report(struct fi *fi)
+{
+	struct moecache_access acc[FI_LIST];
+	struct moecache_report r = {.count = FI_LIST, .accesses = (uintptr_t)acc};
+	struct moecache_stats before, after;
+	uint32_t i;
+	long ret;
+
+	for (i = 0; i < FI_LIST; i++) {
+		acc[i].layer = i % 2;
+		acc[i].expert = i;
+	}
+	if (!get_stats(fi, fi->client, &before))
+		return;
+	ret = armed_ioctl(fi, fi->client, MOECACHE_IOC_REPORT, &r);
+	check_errno(fi, ret, "REPORT");
+	if (!get_stats(fi, fi->client, &after))
+		return;
+	if (after.hits != before.hits + (ret ? 0 : FI_LIST))
+		fi_report(fi, "REPORT returned %ld, hits %llu -> %llu", ret,
+			  (unsigned long long)before.hits, (unsigned long long)after.hits);
 	check_usable(fi);
 }
 
@@ -885,6 +917,7 @@ static const struct {
     {"pool_create", sc_create_small},
     {"pool_create_big", sc_create_big},
     {"attach_client", sc_attach_client},
+    {"attach_fast_pins", sc_attach_fast},
     {"attach_loader", sc_attach_loader},
     {"attach_second_agent", sc_attach_agent_busy},
     {"acquire", sc_acquire_small},
@@ -892,6 +925,7 @@ static const struct {
     {"acquire_wait", sc_acquire_wait},
     {"release", sc_release},
     {"prefetch", sc_prefetch},
+    {"report", sc_report},
     {"read", sc_read},
     {"evict", sc_evict},
     {"commit", sc_commit},

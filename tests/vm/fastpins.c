@@ -792,6 +792,30 @@ static void bad_input_mmap_pins_private(struct vm_ctx *ctx)
 	fp_teardown(ctx, &env);
 }
 
+/* A shared writable mapping needs a file open for writing, the pins region's too. */
+static void bad_input_mmap_pins_rdonly_file(struct vm_ctx *ctx)
+{
+	struct fp_env env;
+	struct vm_view c;
+	int fd;
+	void *p;
+
+	fp_setup(ctx, &env);
+	fd = open(MOECACHE_DEVICE, O_RDONLY | O_CLOEXEC);
+	VM_ASSERT(fd >= 0);
+	VM_EQ(fp_try_attach_fd(&c, fd, ctx->pool, MOECACHE_ROLE_CLIENT, MOECACHE_ATTACH_FAST_PINS),
+	      0);
+	errno = 0;
+	p = mmap(NULL, c.att.off.pins_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 (off_t)c.att.off.pins_offset);
+	if (p != MAP_FAILED || errno != EACCES)
+		VM_FAIL("read-write mmap of the pins region of an O_RDONLY file: expected EACCES, "
+			"got %s",
+			p == MAP_FAILED ? vm_errname(errno) : "success");
+	vm_detach(&c);
+	fp_teardown(ctx, &env);
+}
+
 static void bad_input_mmap_pins_too_big(struct vm_ctx *ctx)
 {
 	struct fp_env env;
@@ -1230,6 +1254,8 @@ static const struct vm_test fastpins_tests[] = {
     VM_TEST(bad_input_attach_unknown_flag,
 	    "ATTACH with an unknown flag bit is EINVAL and leaves the file unbound"),
     VM_TEST(bad_input_mmap_pins_private, "MAP_PRIVATE of the pins region is EINVAL"),
+    VM_TEST(bad_input_mmap_pins_rdonly_file,
+	    "a read-write mapping of the pins region of an O_RDONLY file is EACCES"),
     VM_TEST(bad_input_mmap_pins_too_big, "mmap of more than pins_size is EINVAL"),
     VM_TEST(bad_input_mmap_pins_without_flag,
 	    "mmap at pins_offset by a file attached without FAST_PINS is EINVAL"),

@@ -39,47 +39,6 @@ static size_t round_up(size_t n, size_t unit)
 
 /* ---- fast-pin clients ------------------------------------------------- */
 
-/*
- * vm_try_attach_fd() with ATTACH flags (the harness always passes 0): on
- * success the view is as the harness makes it, map region mapped.
- */
-static int fp_try_attach_fd(struct vm_view *v, int fd, const char *pool, __u32 role, __u32 flags)
-{
-	const struct moecache_map_header *h;
-	void *base;
-
-	memset(v, 0, sizeof(*v));
-	v->fd = -1;
-	v->role = role;
-	snprintf(v->att.name, sizeof(v->att.name), "%s", pool);
-	v->att.role = role;
-	v->att.flags = flags;
-	if (ioctl(fd, MOECACHE_IOC_ATTACH, &v->att) < 0)
-		return -errno;
-	v->fd = fd;
-	v->map_len = v->att.off.map_size;
-	base = mmap(NULL, v->map_len, PROT_READ, MAP_SHARED, fd, (off_t)v->att.off.map_offset);
-	if (base == MAP_FAILED)
-		VM_FAIL("mmap of the map region (flags 0x%x): %s", flags, vm_errname(errno));
-	v->map_base = base;
-	h = base;
-	v->hdr = h;
-	v->n_local = v->att.expert_end - v->att.expert_begin;
-	v->n_idx = v->att.n_layers * v->n_local;
-	VM_EQ(h->magic, MOECACHE_MAP_MAGIC);
-	VM_ASSERT(h->map_off + (__u64)v->n_idx * 4 <= v->map_len);
-	VM_ASSERT(h->owner_off + (__u64)v->att.n_slots * 4 <= v->map_len);
-	VM_ASSERT(h->last_use_off + (__u64)v->att.n_slots * 8 <= v->map_len);
-	VM_ASSERT(h->pins_off + (__u64)v->att.n_slots * 4 <= v->map_len);
-	VM_ASSERT(h->access_off + (__u64)v->n_idx * 4 <= v->map_len);
-	v->map = (const __u32 *)((const char *)base + h->map_off);
-	v->owner = (const __u32 *)((const char *)base + h->owner_off);
-	v->last_use = (const __u64 *)((const char *)base + h->last_use_off);
-	v->pins = (const __u32 *)((const char *)base + h->pins_off);
-	v->access = (const __u32 *)((const char *)base + h->access_off);
-	return 0;
-}
-
 /* A client attached with FAST_PINS, its pins region mapped read-write. */
 struct fp_client {
 	struct vm_view v;
@@ -90,8 +49,8 @@ struct fp_client {
 static void fp_attach(struct fp_client *fc, const char *pool)
 {
 	int fd = vm_open_dev();
-	int ret =
-	    fp_try_attach_fd(&fc->v, fd, pool, MOECACHE_ROLE_CLIENT, MOECACHE_ATTACH_FAST_PINS);
+	int ret = vm_try_attach_fd_flags(&fc->v, fd, pool, MOECACHE_ROLE_CLIENT,
+					 MOECACHE_ATTACH_FAST_PINS);
 	void *p;
 
 	if (ret)
@@ -803,7 +762,8 @@ static void bad_input_mmap_pins_rdonly_file(struct vm_ctx *ctx)
 	fp_setup(ctx, &env);
 	fd = open(MOECACHE_DEVICE, O_RDONLY | O_CLOEXEC);
 	VM_ASSERT(fd >= 0);
-	VM_EQ(fp_try_attach_fd(&c, fd, ctx->pool, MOECACHE_ROLE_CLIENT, MOECACHE_ATTACH_FAST_PINS),
+	VM_EQ(vm_try_attach_fd_flags(&c, fd, ctx->pool, MOECACHE_ROLE_CLIENT,
+				     MOECACHE_ATTACH_FAST_PINS),
 	      0);
 	errno = 0;
 	p = mmap(NULL, c.att.off.pins_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,

@@ -188,6 +188,11 @@ int vm_try_attach(struct vm_view *v, const char *pool, __u32 role)
 
 int vm_try_attach_fd(struct vm_view *v, int fd, const char *pool, __u32 role)
 {
+	return vm_try_attach_fd_flags(v, fd, pool, role, 0);
+}
+
+int vm_try_attach_fd_flags(struct vm_view *v, int fd, const char *pool, __u32 role, __u32 flags)
+{
 	const struct moecache_map_header *h;
 	long page = sysconf(_SC_PAGESIZE);
 	void *base;
@@ -197,6 +202,7 @@ int vm_try_attach_fd(struct vm_view *v, int fd, const char *pool, __u32 role)
 	v->role = role;
 	snprintf(v->att.name, sizeof(v->att.name), "%s", pool);
 	v->att.role = role;
+	v->att.flags = flags;
 	if (ioctl(fd, MOECACHE_IOC_ATTACH, &v->att) < 0)
 		return -errno;
 	v->fd = fd;

@@ -172,6 +172,8 @@ struct vm_view {
 int vm_try_attach(struct vm_view *v, const char *pool, __u32 role);
 /* The same on an open fd, which the view owns on success only. */
 int vm_try_attach_fd(struct vm_view *v, int fd, const char *pool, __u32 role);
+/* The same with ATTACH flags (MOECACHE_ATTACH_*). */
+int vm_try_attach_fd_flags(struct vm_view *v, int fd, const char *pool, __u32 role, __u32 flags);
 void vm_attach(struct vm_view *v, const char *pool, __u32 role);
 void vm_view_map_host(struct vm_view *v, int prot);
 void vm_detach(struct vm_view *v);

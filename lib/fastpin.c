@@ -6,9 +6,9 @@
  * is in uapi/moecache.h; the driver reads the region before it unmaps a
  * slot.
  *
- * Every pin such a handle holds is a fast pin: a miss is acquired by ioctl
- * and its kernel pin is turned into a fast one straight away, so a release
- * never has to know which kind it drops.
+ * Every pin such a handle holds is a fast pin: a layer with a miss is
+ * acquired by ioctl, whole, and its kernel pins are turned into fast ones
+ * straight away, so a release never has to know which kind it drops.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -197,10 +197,16 @@ int mc_fast_release_all(struct moecache *mc)
 	return mc_ioctl(mc, MOECACHE_IOC_RELEASE, &arg);
 }
 
-/* Queues one report entry per fast hit; fast_lock held. */
+/*
+ * Queues one report entry per fast hit; fast_lock held. The driver counts a
+ * run of entries of one layer as one visit, so a call of the same layer as
+ * the last one queued starts a new batch.
+ */
 static void mc_fast_note_hits_locked(struct moecache *mc, uint32_t layer, const uint32_t *experts,
 				     const bool *fast, uint32_t count)
 {
+	if (mc->report_len && mc->report[mc->report_len - 1].layer == layer)
+		mc_fast_flush_locked(mc);
 	for (uint32_t i = 0; i < count; i++) {
 		if (!fast[i])
 			continue;
@@ -235,66 +241,52 @@ static int mc_fast_convert(struct moecache *mc, const uint32_t *slots, uint32_t 
 	return ret;
 }
 
-/* The misses of a fast acquire, by ioctl; their pins become fast pins. */
-static int mc_fast_acquire_misses(struct moecache *mc, uint32_t layer, const uint32_t *experts,
-				  uint32_t count, uint32_t *slots, const bool *fast, uint32_t flags,
-				  uint32_t timeout_ms, struct moecache_acquire_result *kres)
+/*
+ * A layer with a miss goes to ACQUIRE whole, as without fast pins: the
+ * driver counts its hits and misses in one step, which is what the agent's
+ * policy expects of a layer's visit. Its kernel pins then become fast pins.
+ */
+static int mc_fast_acquire_kernel(struct moecache *mc, uint32_t layer, const uint32_t *experts,
+				  uint32_t count, uint32_t *slots, uint32_t flags,
+				  uint32_t timeout_ms, struct moecache_acquire_result *res)
 {
-	uint32_t stack_ids[MC_FAST_STACK], stack_out[MC_FAST_STACK], stack_at[MC_FAST_STACK];
-	uint32_t *ids = stack_ids, *out = stack_out, *at = stack_at;
+	uint32_t stack_out[MC_FAST_STACK], *out = stack_out;
 	struct moecache_acquire arg;
-	uint32_t n = 0, n_pinned = 0;
+	uint32_t n_pinned = 0;
 	int ret;
 
 	if (count > MC_FAST_STACK) {
-		ids = malloc(count * sizeof(*ids));
 		out = malloc(count * sizeof(*out));
-		at = malloc(count * sizeof(*at));
-		ret = -ENOMEM;
-		if (!ids || !out || !at)
-			goto out;
+		if (!out)
+			return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < count; i++) {
-		if (fast[i])
-			continue;
-		at[n] = i;
-		ids[n++] = experts[i];
-	}
-	/* The agent sees the hits before the misses that follow them. */
-	pthread_mutex_lock(&mc->fast_lock);
-	mc_fast_flush_locked(mc);
-	pthread_mutex_unlock(&mc->fast_lock);
-
 	memset(&arg, 0, sizeof(arg));
 	arg.layer = layer;
-	arg.count = n;
-	arg.experts = (uintptr_t)ids;
-	arg.slots = (uintptr_t)out;
+	arg.count = count;
+	arg.experts = (uintptr_t)experts;
+	arg.slots = (uintptr_t)slots;
 	arg.flags = flags;
 	arg.timeout_ms = timeout_ms;
 	ret = mc_ioctl(mc, MOECACHE_IOC_ACQUIRE, &arg);
 	if (ret)
 		goto out;
-	for (uint32_t j = 0; j < n; j++) {
-		slots[at[j]] = out[j];
-		if (out[j] != MOECACHE_NONE)
-			out[n_pinned++] = out[j];
-	}
+	for (uint32_t i = 0; i < count; i++)
+		if (slots[i] != MOECACHE_NONE)
+			out[n_pinned++] = slots[i];
 	ret = mc_fast_convert(mc, out, n_pinned);
 	if (ret) {
 		/* Cannot happen short of a driver bug; the kernel pins stay until close. */
-		for (uint32_t j = 0; j < n; j++)
-			slots[at[j]] = MOECACHE_NONE;
+		for (uint32_t i = 0; i < count; i++)
+			slots[i] = MOECACHE_NONE;
 		goto out;
 	}
-	kres->n_hits = arg.n_hits;
-	kres->n_pinned = arg.n_pinned;
-out:
-	if (ids != stack_ids) {
-		free(ids);
-		free(out);
-		free(at);
+	if (res) {
+		res->n_hits = arg.n_hits;
+		res->n_pinned = arg.n_pinned;
 	}
+out:
+	if (out != stack_out)
+		free(out);
 	return ret;
 }
 
@@ -302,7 +294,6 @@ int mc_fast_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t
 		    uint32_t layer, const uint32_t *experts, uint32_t count, uint32_t *slots,
 		    uint32_t flags, uint32_t timeout_ms, struct moecache_acquire_result *res)
 {
-	struct moecache_acquire_result kres = {0};
 	bool stack_fast[MC_FAST_STACK], *fast = stack_fast;
 	uint32_t base = layer * mc->pool.n_local - mc->pool.expert_begin;
 	uint32_t n_fast = 0;
@@ -318,33 +309,24 @@ int mc_fast_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t
 	ret = mc_fast_release_locked(mc, release_slots, release_count);
 	if (!ret)
 		n_fast = mc_fast_pin_all(mc, base, experts, count, slots, fast);
-	/* All hits, the common case: one lock hold for the whole call. */
-	if (!ret && n_fast == count)
+	if (!ret && n_fast == count) {
+		/* All hits, the common case: one lock hold for the whole call. */
 		mc_fast_note_hits_locked(mc, layer, experts, fast, count);
-	pthread_mutex_unlock(&mc->fast_lock);
-	if (ret)
-		goto out;
-	if (n_fast < count) {
-		ret = mc_fast_acquire_misses(mc, layer, experts, count, slots, fast, flags,
-					     timeout_ms, &kres);
-		if (ret) {
-			/* Fails having pinned nothing, as ACQUIRE does. */
-			for (uint32_t i = 0; i < count; i++) {
-				if (fast[i])
-					mc_fast_put(mc, slots[i]);
-				slots[i] = MOECACHE_NONE;
-			}
-			goto out;
+	} else if (!ret) {
+		for (uint32_t i = 0; i < count; i++) {
+			if (fast[i])
+				mc_fast_put(mc, slots[i]);
+			slots[i] = MOECACHE_NONE;
 		}
-		pthread_mutex_lock(&mc->fast_lock);
-		mc_fast_note_hits_locked(mc, layer, experts, fast, count);
-		pthread_mutex_unlock(&mc->fast_lock);
+		/* The agent sees the hits before the misses that follow them. */
+		mc_fast_flush_locked(mc);
 	}
-	if (res) {
-		res->n_hits = n_fast + kres.n_hits;
-		res->n_pinned = n_fast + kres.n_pinned;
-	}
-out:
+	pthread_mutex_unlock(&mc->fast_lock);
+	if (!ret && n_fast < count)
+		ret = mc_fast_acquire_kernel(mc, layer, experts, count, slots, flags, timeout_ms,
+					     res);
+	else if (!ret && res)
+		res->n_hits = res->n_pinned = count;
 	if (fast != stack_fast)
 		free(fast);
 	return ret;

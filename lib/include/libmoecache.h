@@ -111,10 +111,10 @@ int moecache_open_attach(const char *pool, enum moecache_role role, struct moeca
 /*
  * The same with MOECACHE_ATTACH_* flags. MOECACHE_ATTACH_FAST_PINS (clients
  * only) maps the handle's pins region: from then on moecache_acquire and
- * moecache_acquire_release pin resident experts without a system call, a
- * miss costs one more (its pin becomes a fast one), and the hits are
- * reported to the driver in batches of MC_REPORT_BATCH, or by
- * moecache_report_flush. docs/abi.md says what the driver checks.
+ * moecache_acquire_release pin resident experts without a system call; a
+ * layer with a miss goes to ACQUIRE whole and costs one call more (its pins
+ * become fast ones). The hits are reported to the driver in batches of 256,
+ * or by moecache_report_flush. docs/abi.md says what the driver checks.
  */
 int moecache_attach_flags(struct moecache *mc, const char *pool, enum moecache_role role,
 			  uint32_t flags);

@@ -9,12 +9,15 @@
 # Usage: moecache-live-vs-sim [--tokens N] [--policies "lru default"]
 #                             [--capacities "0.10 0.25 0.50"] [--no-concurrent]
 #                             [--traces "olmoe granite"] [--out FILE]
+#                             [--client-flags "--fast-pins"]
 #
 # Rows: the OLMoE trace (its first N decode tokens, default 64) and the
 # granite prompt english_prose (prefill then decode), one client with
 # WAIT and no prefetch; then, unless --no-concurrent, four clients at once
 # (four stretches of the OLMoE prefix; granite's three prompts and the
-# first prompt's decode again). Prints a table and, with --out, writes it
+# first prompt's decode again). --client-flags are given to every decode
+# client (--fast-pins: hits pinned without a system call, reported in
+# batches). Prints a table and, with --out, writes it
 # as JSON. Ends with "live-vs-sim: R rows, E exact".
 #
 # Environment: MOECACHE_TRACES (folder of the traces, default /traces).
@@ -26,6 +29,7 @@ policies="lru default"
 capacities="0.10 0.25 0.50"
 which_traces="olmoe granite"
 concurrent=1
+client_flags=
 out=
 shape="--d-model 32 --d-ff 32 --dtype f32"
 pool=live-vs-sim
@@ -49,8 +53,9 @@ while [ $# -gt 0 ]; do
 	--capacities) capacities=$2; shift ;;
 	--traces) which_traces=$2; shift ;;
 	--no-concurrent) concurrent=0 ;;
+	--client-flags) client_flags=$2; shift ;;
 	--out) out=$2; shift ;;
-	*) sed -n '9,13s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+	*) sed -n '9,12s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -163,7 +168,7 @@ for t in $which_traces; do
 		for pol in $policies; do
 			pool_up "$slots" "$layers" "$experts" "$pol"
 			moecache-decode --pool "$pool" --trace "$file" $sel $shape --no-check-weights \
-				--json >"$work/client.json" 2>"$work/client.err" ||
+				$client_flags --json >"$work/client.json" 2>"$work/client.err" ||
 				die "client: $(cat "$work/client.err")"
 			pool_down
 			# The driver's count must be the client's: one client, every access counted.
@@ -212,7 +217,7 @@ for t in $which_traces; do
 					esac
 				fi
 				moecache-decode --pool "$pool" --trace "$file" $opts $shape \
-					--no-check-weights --json >"$work/client$c.json" \
+					--no-check-weights $client_flags --json >"$work/client$c.json" \
 					2>"$work/client$c.err" &
 				pids="$pids $!"
 			done

@@ -19,7 +19,8 @@ static struct fake_map fm;
 static struct moecache mc;
 static uint32_t region[N_SLOTS];
 
-/* Pool: 4 layers, experts [8, 24) of 32, 6 slots; layer 1's 8 in slot 2, 9 in slot 5. */
+/* Pool: 4 layers, experts [8, 24) of 32, 6 slots; layer 1's 8 in slot 2, 9 in slot 5, layer 2's 8
+ * in slot 3. */
 static void fast_setup(void)
 {
 	cr_assert_eq(fake_map_init(&fm, 4, 32, 8, 24, N_SLOTS), 0);
@@ -43,6 +44,7 @@ static void fast_setup(void)
 	pthread_mutex_init(&mc.fast_lock, NULL);
 	fake_map_publish(&fm, 1 * 16 + 0, 2);
 	fake_map_publish(&fm, 1 * 16 + 1, 5);
+	fake_map_publish(&fm, 2 * 16 + 0, 3);
 }
 
 static void fast_teardown(void)
@@ -165,8 +167,9 @@ Test(fastpin, basic_full_report_is_sent,
 {
 	uint32_t experts[1] = {8}, slots[1];
 
+	/* Layers 1 and 2 in turn, as tokens run through a model. */
 	for (unsigned int i = 0; i < MC_REPORT_BATCH; i++) {
-		cr_assert_eq(moecache_acquire(&mc, 1, experts, 1, slots, 0, 0, NULL), 0);
+		cr_assert_eq(moecache_acquire(&mc, 1 + i % 2, experts, 1, slots, 0, 0, NULL), 0);
 		cr_assert_eq(moecache_release(&mc, slots, 1), 0);
 	}
 	cr_expect_eq(mc.report_len, MC_REPORT_BATCH);
@@ -175,4 +178,29 @@ Test(fastpin, basic_full_report_is_sent,
 	cr_expect_eq(moecache_report_flush(&mc), -EBADF);
 	cr_expect_eq(mc.report_len, 0);
 	cr_expect_eq(moecache_report_flush(&mc), 0, "an empty buffer sends nothing");
+}
+
+Test(fastpin, basic_same_layer_again_starts_new_report,
+     .description = "a call of the layer the last report entry names sends the batch first, so "
+		    "the driver counts two visits")
+{
+	uint32_t experts[1] = {8}, slots[1];
+
+	cr_assert_eq(moecache_acquire(&mc, 1, experts, 1, slots, 0, 0, NULL), 0);
+	cr_assert_eq(moecache_acquire(&mc, 2, experts, 1, slots, 0, 0, NULL), 0);
+	cr_expect_eq(mc.report_len, 2);
+	cr_assert_eq(moecache_acquire(&mc, 2, experts, 1, slots, 0, 0, NULL), 0);
+	cr_expect_eq(mc.report_len, 1);
+	cr_expect_eq(mc.report[0].layer, 2);
+}
+
+Test(fastpin, basic_miss_takes_whole_layer_to_driver,
+     .description = "a layer with a miss pins nothing itself: its hits go to ACQUIRE with the "
+		    "miss, counted in one step")
+{
+	uint32_t experts[2] = {8, 10}, slots[2];
+
+	cr_expect_eq(moecache_acquire(&mc, 1, experts, 2, slots, 0, 0, NULL), -EBADF);
+	cr_expect_eq(region[2], 0);
+	cr_expect_eq(mc.report_len, 0, "the hit is not queued for a report");
 }

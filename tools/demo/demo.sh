@@ -5,7 +5,8 @@
 # one pool with the OLMoE geometry whose bank holds a quarter of the
 # experts, its weights loaded once, moecached serving it, and four
 # verifying decode clients on different parts of the routing trace at
-# once. Ends with the line
+# once (every second one pins its hits without a system call, with fast
+# pins). Ends with the line
 #   demo: clients=4 steps=N hit_rate=X verified=ok host_bytes=B private_bytes=P
 # where steps counts every client's steps, host_bytes is the one shared
 # copy of the experts and private_bytes what four private copies would take.
@@ -53,13 +54,16 @@ moecache-decode --pool "$pool" --fill $shape || die "cannot load the weights"
 moecached --pool "$pool" --foreground --profile "$work/profile.json" 2>"$work/agent.log" &
 agent_pid=$!
 
-# Four clients, each on its own stretch of the trace, all at once.
+# Four clients, each on its own stretch of the trace, all at once; the odd
+# ones with fast pins, sharing the same residency as the others.
 i=0
 pids=
 while [ $i -lt "$clients" ]; do
 	start=$((i * 70))
+	pin=
+	[ $((i % 2)) = 1 ] && pin=--fast-pins
 	moecache-decode --pool "$pool" --trace "$trace" --start-token $start --steps "$steps" \
-		$shape --no-check-weights --label "client$i" >"$work/client$i.out" 2>&1 &
+		$shape --no-check-weights $pin --label "client$i" >"$work/client$i.out" 2>&1 &
 	pids="$pids $!"
 	i=$((i + 1))
 done

@@ -115,6 +115,8 @@ int moecache_open_attach(const char *pool, enum moecache_role role, struct moeca
  * layer with a miss goes to ACQUIRE whole and costs one call more (its pins
  * become fast ones). The hits are reported to the driver in batches of 256,
  * or by moecache_report_flush. docs/abi.md says what the driver checks.
+ * The pins region is not inherited across fork: a child must open its own
+ * handle.
  */
 int moecache_attach_flags(struct moecache *mc, const char *pool, enum moecache_role role,
 			  uint32_t flags);

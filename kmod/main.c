@@ -1530,6 +1530,16 @@ static long ioc_acquire_release(struct moecache_pool *pool,
 	return ret;
 }
 
+static int check_target(struct moecache_pool *pool, u32 layer, u32 expert,
+			u32 *idx)
+{
+	if (layer >= pool->n_layers || expert < pool->expert_begin ||
+	    expert >= pool->expert_end)
+		return -EINVAL;
+	*idx = pool_idx(pool, layer, expert);
+	return 0;
+}
+
 /*
  * Hits a fast-pinning client served itself, counted as ACQUIRE would have:
  * a run of entries of one layer is one acquire (one clock tick).
@@ -1561,12 +1571,9 @@ static long ioc_report(struct moecache_pool *pool, struct moecache_file *mf,
 		return -EFAULT;
 	}
 	for (i = 0; i < req.count; i++) {
-		if (acc[i].layer >= pool->n_layers ||
-		    acc[i].expert < pool->expert_begin ||
-		    acc[i].expert >= pool->expert_end) {
-			ret = -EINVAL;
+		ret = check_target(pool, acc[i].layer, acc[i].expert, &idx);
+		if (ret)
 			goto out_free;
-		}
 	}
 
 	spin_lock(&pool->lock);
@@ -1667,16 +1674,6 @@ static long ioc_prefetch(struct moecache_pool *pool, struct moecache_file *mf,
 out_free:
 	id_list_free(&idx);
 	return ret;
-}
-
-static int check_target(struct moecache_pool *pool, u32 layer, u32 expert,
-			u32 *idx)
-{
-	if (layer >= pool->n_layers || expert < pool->expert_begin ||
-	    expert >= pool->expert_end)
-		return -EINVAL;
-	*idx = pool_idx(pool, layer, expert);
-	return 0;
 }
 
 static long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,

@@ -49,8 +49,8 @@ static int mc_check_acquire_flags(uint32_t flags)
 	return 0;
 }
 
-static void mc_fill_acquire(struct moecache_acquire *arg, uint32_t layer, const uint32_t *experts,
-			    uint32_t count, uint32_t *slots, uint32_t flags, uint32_t timeout_ms)
+void mc_fill_acquire(struct moecache_acquire *arg, uint32_t layer, const uint32_t *experts,
+		     uint32_t count, uint32_t *slots, uint32_t flags, uint32_t timeout_ms)
 {
 	memset(arg, 0, sizeof(*arg));
 	arg->layer = layer;
@@ -61,9 +61,8 @@ static void mc_fill_acquire(struct moecache_acquire *arg, uint32_t layer, const 
 	arg->timeout_ms = timeout_ms;
 }
 
-/* The pinned entries of slots (MOECACHE_NONE skipped) into out; -EINVAL for a bad slot. */
-static int mc_pinned_slots(const struct moecache *mc, const uint32_t *slots, uint32_t count,
-			   uint32_t *out, uint32_t *n_out)
+int mc_pinned_slots(const struct moecache *mc, const uint32_t *slots, uint32_t count, uint32_t *out,
+		    uint32_t *n_out)
 {
 	uint32_t n = 0;
 

@@ -81,9 +81,7 @@ void mc_fast_teardown(struct moecache *mc)
 	if (!mc->fast_pins)
 		return;
 	/* Best effort: the counters are statistics, the pins go with the file. */
-	pthread_mutex_lock(&mc->fast_lock);
-	mc_fast_flush_locked(mc);
-	pthread_mutex_unlock(&mc->fast_lock);
+	moecache_report_flush(mc);
 	munmap(mc->fast_pins, mc->fast_pins_len);
 	pthread_mutex_destroy(&mc->fast_lock);
 	free(mc->report);
@@ -105,10 +103,10 @@ static void mc_fast_put(struct moecache *mc, uint32_t slot)
 /*
  * Pins the resident ones among experts (local indices from base): every pin
  * stored, one fence, every map entry read again. Writes slots (NONE for a
- * miss) and fast; returns how many were pinned.
+ * miss); returns how many were pinned.
  */
 static uint32_t mc_fast_pin_all(struct moecache *mc, uint32_t base, const uint32_t *experts,
-				uint32_t count, uint32_t *slots, bool *fast)
+				uint32_t count, uint32_t *slots)
 {
 	uint32_t n = 0;
 
@@ -121,7 +119,6 @@ static uint32_t mc_fast_pin_all(struct moecache *mc, uint32_t base, const uint32
 	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i < count; i++) {
-		fast[i] = false;
 		if (slots[i] == MOECACHE_NONE)
 			continue;
 		if (mc_load_acquire_u32(&mc->map.map[base + experts[i]]) != slots[i]) {
@@ -130,7 +127,6 @@ static uint32_t mc_fast_pin_all(struct moecache *mc, uint32_t base, const uint32
 			slots[i] = MOECACHE_NONE;
 			continue;
 		}
-		fast[i] = true;
 		n++;
 	}
 	return n;
@@ -198,18 +194,17 @@ int mc_fast_release_all(struct moecache *mc)
 }
 
 /*
- * Queues one report entry per fast hit; fast_lock held. The driver counts a
- * run of entries of one layer as one visit, so a call of the same layer as
- * the last one queued starts a new batch.
+ * Queues one report entry per expert of a call that hit everywhere;
+ * fast_lock held. The driver counts a run of entries of one layer as one
+ * visit, so a call of the same layer as the last one queued starts a new
+ * batch.
  */
 static void mc_fast_note_hits_locked(struct moecache *mc, uint32_t layer, const uint32_t *experts,
-				     const bool *fast, uint32_t count)
+				     uint32_t count)
 {
 	if (mc->report_len && mc->report[mc->report_len - 1].layer == layer)
 		mc_fast_flush_locked(mc);
 	for (uint32_t i = 0; i < count; i++) {
-		if (!fast[i])
-			continue;
 		/* Counters only: a failed report must not undo pins already taken. */
 		if (mc->report_len == MC_REPORT_BATCH)
 			mc_fast_flush_locked(mc);
@@ -260,19 +255,12 @@ static int mc_fast_acquire_kernel(struct moecache *mc, uint32_t layer, const uin
 		if (!out)
 			return -ENOMEM;
 	}
-	memset(&arg, 0, sizeof(arg));
-	arg.layer = layer;
-	arg.count = count;
-	arg.experts = (uintptr_t)experts;
-	arg.slots = (uintptr_t)slots;
-	arg.flags = flags;
-	arg.timeout_ms = timeout_ms;
+	mc_fill_acquire(&arg, layer, experts, count, slots, flags, timeout_ms);
 	ret = mc_ioctl(mc, MOECACHE_IOC_ACQUIRE, &arg);
+	if (!ret)
+		ret = mc_pinned_slots(mc, slots, count, out, &n_pinned);
 	if (ret)
 		goto out;
-	for (uint32_t i = 0; i < count; i++)
-		if (slots[i] != MOECACHE_NONE)
-			out[n_pinned++] = slots[i];
 	ret = mc_fast_convert(mc, out, n_pinned);
 	if (ret) {
 		/* Cannot happen short of a driver bug; the kernel pins stay until close. */
@@ -294,27 +282,21 @@ int mc_fast_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t
 		    uint32_t layer, const uint32_t *experts, uint32_t count, uint32_t *slots,
 		    uint32_t flags, uint32_t timeout_ms, struct moecache_acquire_result *res)
 {
-	bool stack_fast[MC_FAST_STACK], *fast = stack_fast;
 	uint32_t base = layer * mc->pool.n_local - mc->pool.expert_begin;
 	uint32_t n_fast = 0;
 	int ret;
 
-	if (count > MC_FAST_STACK) {
-		fast = malloc(count * sizeof(*fast));
-		if (!fast)
-			return -ENOMEM;
-	}
 	pthread_mutex_lock(&mc->fast_lock);
 	/* As ACQUIRE_RELEASE: the release first, and it stays done if a WAIT fails. */
 	ret = mc_fast_release_locked(mc, release_slots, release_count);
 	if (!ret)
-		n_fast = mc_fast_pin_all(mc, base, experts, count, slots, fast);
+		n_fast = mc_fast_pin_all(mc, base, experts, count, slots);
 	if (!ret && n_fast == count) {
 		/* All hits, the common case: one lock hold for the whole call. */
-		mc_fast_note_hits_locked(mc, layer, experts, fast, count);
+		mc_fast_note_hits_locked(mc, layer, experts, count);
 	} else if (!ret) {
 		for (uint32_t i = 0; i < count; i++) {
-			if (fast[i])
+			if (slots[i] != MOECACHE_NONE)
 				mc_fast_put(mc, slots[i]);
 			slots[i] = MOECACHE_NONE;
 		}
@@ -327,7 +309,5 @@ int mc_fast_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t
 					     res);
 	else if (!ret && res)
 		res->n_hits = res->n_pinned = count;
-	if (fast != stack_fast)
-		free(fast);
 	return ret;
 }

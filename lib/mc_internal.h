@@ -32,6 +32,13 @@ struct moecache {
 /* Hits taken with fast pins are reported to the driver in batches this long. */
 #define MC_REPORT_BATCH 256
 
+/* lib/client.c: an ACQUIRE argument. */
+void mc_fill_acquire(struct moecache_acquire *arg, uint32_t layer, const uint32_t *experts,
+		     uint32_t count, uint32_t *slots, uint32_t flags, uint32_t timeout_ms);
+/* The pinned entries of slots (MOECACHE_NONE skipped) into out; -EINVAL for a bad slot. */
+int mc_pinned_slots(const struct moecache *mc, const uint32_t *slots, uint32_t count, uint32_t *out,
+		    uint32_t *n_out);
+
 /* lib/fastpin.c: the client calls when the handle has fast pins. */
 int mc_fast_setup(struct moecache *mc);
 void mc_fast_teardown(struct moecache *mc);

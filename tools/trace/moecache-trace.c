@@ -90,6 +90,20 @@ static int parse_capacities(struct cli *c, const char *arg)
 	return err;
 }
 
+/* A decimal count in [1, max]; -EINVAL otherwise. */
+static int parse_count(const char *arg, unsigned long max, uint32_t *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (errno || end == arg || *end || !v || v > max || arg[0] == '-')
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct cli *c)
 {
 	static const struct option opts[] = {
@@ -112,9 +126,6 @@ static int parse_args(int argc, char **argv, struct cli *c)
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		char *end;
-		unsigned long v;
-
 		switch (opt) {
 		case 't':
 			if (c->n_traces == MAX_TRACES) {
@@ -128,29 +139,21 @@ static int parse_args(int argc, char **argv, struct cli *c)
 				return -EINVAL;
 			break;
 		case 's':
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || !v || v >= UINT32_MAX ||
-			    optarg[0] == '-') {
+			if (parse_count(optarg, UINT32_MAX - 1, &c->slots)) {
 				fprintf(stderr,
 					"moecache-trace: --slots: \"%s\" is not a positive count\n",
 					optarg);
 				return -EINVAL;
 			}
-			c->slots = (uint32_t)v;
 			break;
 		case 'k':
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || !v || v > 1000000 ||
-			    optarg[0] == '-') {
+			if (parse_count(optarg, 1000000, &c->lookahead)) {
 				fprintf(stderr,
 					"moecache-trace: --lookahead: \"%s\" is not a count of "
 					"tokens in [1, 1000000]\n",
 					optarg);
 				return -EINVAL;
 			}
-			c->lookahead = (uint32_t)v;
 			break;
 		case 'O':
 			c->oracles = true;

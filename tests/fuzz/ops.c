@@ -1364,6 +1364,12 @@ static bool fast_pinned_any(const struct fz_lane *l, const struct fz_fd *f, uint
 	return false;
 }
 
+/* A file whose pins region the lane has mapped. */
+static bool fast_usable(const struct fz_fd *f)
+{
+	return f->fast && f->fast_held && f->map;
+}
+
 /* Invariant 1 for fast pins: a slot the lane fast-pinned keeps its expert. */
 void fz_fast_verify(struct fz_lane *l)
 {
@@ -1373,7 +1379,7 @@ void fz_fast_verify(struct fz_lane *l)
 	for (i = 0; i < FZ_MAX_FDS; i++) {
 		struct fz_fd *f = &l->fds[i];
 
-		if (!f->fast || !f->fast_held || !f->map)
+		if (!fast_usable(f))
 			continue;
 		for (s = 0; s < f->g.n_slots; s++) {
 			if (!f->fast_held[s])
@@ -1562,12 +1568,13 @@ static uint32_t fast_pick_slot(struct fz_lane *l, const struct fz_fd *f, bool he
 static void op_fast(struct fz_lane *l, struct fz_fd *f)
 {
 	static const uint32_t junk[] = {0, 0, 1, 2, 0x7fffffffu, 0x80000000u, 0xffffffffu};
-	uint32_t idx, s;
+	uint32_t idx, s, first;
 
-	/* Any of the lane's files with a region will do. */
-	for (idx = 0; idx < FZ_MAX_FDS && !(f->fast && f->fast_held && f->map); idx++)
-		f = &l->fds[(fz_below(l, FZ_MAX_FDS) + idx) % FZ_MAX_FDS];
-	if (!f->fast || !f->fast_held || !f->map)
+	/* Any of the lane's files with a region will do: the next one from a random start. */
+	first = fz_below(l, FZ_MAX_FDS);
+	for (idx = 0; idx < FZ_MAX_FDS && !fast_usable(f); idx++)
+		f = &l->fds[(first + idx) % FZ_MAX_FDS];
+	if (!fast_usable(f))
 		return;
 	switch (fz_below(l, 8)) {
 	case 0:

@@ -50,6 +50,7 @@
 #include <linux/vmalloc.h>
 #include <linux/wait.h>
 
+#include "compat.h"
 #include "moecache.h"
 
 static unsigned int max_pools = 16;
@@ -397,7 +398,7 @@ static int pool_alloc_pages(struct moecache_pool *pool)
 	struct page *page;
 	gfp_t gfp;
 
-	BUILD_BUG_ON(MOECACHE_HIGH_ORDER >= MAX_ORDER);
+	BUILD_BUG_ON(MOECACHE_HIGH_ORDER > MOECACHE_MAX_PAGE_ORDER);
 	pool->pages = kvcalloc(pool->n_pages, sizeof(*pool->pages),
 			       GFP_KERNEL);
 	if (!pool->pages)
@@ -2276,8 +2277,8 @@ static int mmap_map_region(struct moecache_pool *pool,
 {
 	if (vma->vm_flags & VM_WRITE)
 		return -EPERM;
-	vma->vm_flags &= ~VM_MAYWRITE;
-	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
+	moecache_vm_flags_clear(vma, VM_MAYWRITE);
+	moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
 	return remap_vmalloc_range(vma, pool->region, pgoff);
 }
 
@@ -2290,9 +2291,9 @@ static int mmap_host_region(struct moecache_pool *pool,
 	if (mf->role == MOECACHE_ROLE_CLIENT) {
 		if (vma->vm_flags & VM_WRITE)
 			return -EPERM;
-		vma->vm_flags &= ~VM_MAYWRITE;
+		moecache_vm_flags_clear(vma, VM_MAYWRITE);
 	}
-	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
+	moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
 	/* Real pages, not PFNMAP: get_user_pages must work on them. */
 	return vm_insert_pages(vma, vma->vm_start, pool->pages + pgoff, &n);
 }
@@ -2316,7 +2317,7 @@ static int moecache_mmap(struct file *file, struct vm_area_struct *vma)
 		if (!mf->fast_pins || pgoff != pins_pgoff ||
 		    pages > mf->fast_pins_size >> PAGE_SHIFT)
 			return -EINVAL;
-		vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY;
+		moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
 		return remap_vmalloc_range(vma, mf->fast_pins, 0);
 	}
 	if (pgoff < host_pgoff) {

@@ -23,6 +23,7 @@
 #include <net/genetlink.h>
 #include <moecache_netlink.h>
 
+#include "compat.h"
 #include "moecache.h"
 
 enum moecache_nl_groups {
@@ -328,19 +329,19 @@ static int moecache_nl_exists(struct moecache_pool *pool, void *arg)
 /* Checked once, so that a dump of a pool that does not exist is an error. */
 static int moecache_nl_stats_start(struct netlink_callback *cb)
 {
-	const struct genl_dumpit_info *info = genl_dumpit_info(cb);
+	struct nlattr **attrs = moecache_genl_dump_attrs(cb);
 	char name[MOECACHE_NAME_LEN];
 
-	if (!info->attrs[MOECACHE_A_POOL_NAME]) {
+	if (!attrs[MOECACHE_A_POOL_NAME]) {
 		NL_SET_ERR_ATTR_MISS(cb->extack, NULL, MOECACHE_A_POOL_NAME);
 		return -EINVAL;
 	}
-	if (info->attrs[MOECACHE_A_LAYER]) {
-		NL_SET_ERR_MSG_ATTR(cb->extack, info->attrs[MOECACHE_A_LAYER],
+	if (attrs[MOECACHE_A_LAYER]) {
+		NL_SET_ERR_MSG_ATTR(cb->extack, attrs[MOECACHE_A_LAYER],
 				    "a stats dump covers every layer");
 		return -EINVAL;
 	}
-	nla_strscpy(name, info->attrs[MOECACHE_A_POOL_NAME], sizeof(name));
+	nla_strscpy(name, attrs[MOECACHE_A_POOL_NAME], sizeof(name));
 	return moecache_with_pool(name, moecache_nl_exists, NULL);
 }
 
@@ -375,12 +376,12 @@ static int moecache_nl_stats_dump_pool(struct moecache_pool *pool, void *arg)
 static int moecache_nl_stats_dump(struct sk_buff *skb,
 				  struct netlink_callback *cb)
 {
-	const struct genl_dumpit_info *info = genl_dumpit_info(cb);
+	struct nlattr **attrs = moecache_genl_dump_attrs(cb);
 	struct moecache_nl_dump dump = { .skb = skb, .cb = cb };
 	char name[MOECACHE_NAME_LEN];
 	int err;
 
-	nla_strscpy(name, info->attrs[MOECACHE_A_POOL_NAME], sizeof(name));
+	nla_strscpy(name, attrs[MOECACHE_A_POOL_NAME], sizeof(name));
 	err = moecache_with_pool(name, moecache_nl_stats_dump_pool, &dump);
 	if (err && (err != -EMSGSIZE || !dump.emitted))
 		return err;

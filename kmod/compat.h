@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Differences between the kernels moecache builds on, from Debian 12's 6.1
+ * to the newest Debian kernel (docs/kernels.md). Every version test of the
+ * driver lives here; the rest of kmod/ calls the moecache_ names below.
+ * Where a stable backport makes LINUX_VERSION_CODE lie, the test is on the
+ * feature itself (a macro it defines).
+ */
+#ifndef _MOECACHE_COMPAT_H
+#define _MOECACHE_COMPAT_H
+
+#include <linux/mm.h>
+#include <linux/mmzone.h>
+#include <linux/version.h>
+#include <net/genetlink.h>
+
+/*
+ * The largest order alloc_pages() accepts, inclusive.
+ * 6.4: MAX_ORDER made inclusive ("mm, treewide: redefine MAX_ORDER
+ * sanely"); 6.8: renamed MAX_PAGE_ORDER ("mm, treewide: rename MAX_ORDER
+ * to MAX_PAGE_ORDER").
+ */
+#if defined(MAX_PAGE_ORDER)
+#define MOECACHE_MAX_PAGE_ORDER	MAX_PAGE_ORDER
+#elif LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
+#define MOECACHE_MAX_PAGE_ORDER	MAX_ORDER
+#else
+#define MOECACHE_MAX_PAGE_ORDER	(MAX_ORDER - 1)
+#endif
+
+/*
+ * vma->vm_flags is read-only from 6.3 on and changed through wrappers
+ * ("mm: introduce vma->vm_flags wrapper functions").
+ * 6.1.y has no backport of them.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
+static inline void moecache_vm_flags_set(struct vm_area_struct *vma,
+					 vm_flags_t flags)
+{
+	vm_flags_set(vma, flags);
+}
+
+static inline void moecache_vm_flags_clear(struct vm_area_struct *vma,
+					   vm_flags_t flags)
+{
+	vm_flags_clear(vma, flags);
+}
+#else
+static inline void moecache_vm_flags_set(struct vm_area_struct *vma,
+					 vm_flags_t flags)
+{
+	vma->vm_flags |= flags;
+}
+
+static inline void moecache_vm_flags_clear(struct vm_area_struct *vma,
+					   vm_flags_t flags)
+{
+	vma->vm_flags &= ~flags;
+}
+#endif
+
+/*
+ * A dump's parsed attributes.
+ * 6.6: struct genl_dumpit_info holds a struct genl_info and loses its
+ * own attrs; genl_info_dump() returns that genl_info.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 6, 0)
+static inline struct nlattr **moecache_genl_dump_attrs(struct netlink_callback *cb)
+{
+	return genl_info_dump(cb)->attrs;
+}
+#else
+static inline struct nlattr **moecache_genl_dump_attrs(struct netlink_callback *cb)
+{
+	return genl_dumpit_info(cb)->attrs;
+}
+#endif
+
+#endif /* _MOECACHE_COMPAT_H */

@@ -22,10 +22,11 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt_install()
 {
-	apt-get install -y -q --no-install-recommends "${missing[@]}"
+	# Another apt run (a second make in parallel) holds the lock for a while.
+	apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"
 }
 # The package lists may be absent or stale on a fresh machine: update once.
 if ! apt_install; then
-	apt-get update -q
+	apt-get update -q -o DPkg::Lock::Timeout=600
 	apt_install
 fi

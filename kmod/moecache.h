@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Internal interface between the parts of the moecache driver: the core
- * (kmod/main.c: device, pools, map, pins, requests) and the generic
+ * (kmod/core.h and its parts: device, pools, map, pins, requests) and the
  * netlink family (kmod/netlink.c).
  */
 #ifndef _MOECACHE_INTERNAL_H

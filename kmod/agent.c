@@ -1,0 +1,484 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * moecache agent side: the request queue (read, poll), EVICT, COMMIT,
+ * ABORT, the bank and LOAD.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/poll.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/wait.h>
+
+#include "core.h"
+
+/* The agent is gone: nothing half-filled stays, its requests go back. */
+void agent_detach(struct moecache_pool *pool)
+{
+	u32 slot, own, idx;
+
+	lockdep_assert_held(&pool->lock);
+	map_write_begin(pool);
+	for (slot = 0; slot < pool->n_slots; slot++) {
+		own = pool->owner[slot];
+		if (own == MOECACHE_NONE || !(own & MOECACHE_OWNER_FILLING))
+			continue;
+		WRITE_ONCE(pool->owner[slot], MOECACHE_NONE);
+		pool->n_filling--;
+		request_requeue(pool, own & MOECACHE_OWNER_IDX_MASK);
+	}
+	for (idx = 0; idx < pool->n_idx; idx++) {
+		if (pool->estate[idx] != ES_INFLIGHT)
+			continue;
+		pool->n_inflight--;
+		request_requeue(pool, idx);
+	}
+	WARN_ON_ONCE(pool->n_filling || pool->n_inflight);
+	pool->agent = NULL;
+	pool->agent_pid = 0;
+	map_set_flags(pool, 0, MOECACHE_POOL_AGENT);
+	map_write_end(pool);
+}
+
+long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,
+	       void __user *argp)
+{
+	struct moecache_evict req;
+	bool only_free, sample = false;
+	u32 idx = MOECACHE_NONE, own;
+	int ret = 0;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	only_free = req.layer == MOECACHE_NONE;
+	if (req.flags || req.slot >= pool->n_slots ||
+	    (only_free && req.expert != MOECACHE_NONE))
+		return -EINVAL;
+	if (!only_free) {
+		ret = check_target(pool, req.layer, req.expert, &idx);
+		if (ret)
+			return ret;
+	}
+	/* The victim must not be lost with an unwritable reply. */
+	if (copy_to_user(argp, &req, sizeof(req)))
+		return -EFAULT;
+
+	spin_lock(&pool->lock);
+	own = pool->owner[req.slot];
+	if (pool->pins[req.slot] ||
+	    (own != MOECACHE_NONE && (own & MOECACHE_OWNER_FILLING))) {
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	if (!only_free && (pool->estate[idx] == ES_RESIDENT ||
+			   pool->estate[idx] == ES_FILLING)) {
+		ret = -EEXIST;
+		goto out_unlock;
+	}
+	req.old_layer = MOECACHE_NONE;
+	req.old_expert = MOECACHE_NONE;
+	map_write_begin(pool);
+	if (own != MOECACHE_NONE && !slot_unpublish(pool, req.slot)) {
+		map_write_end(pool);
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	if (own != MOECACHE_NONE) {
+		req.old_layer = idx_layer(pool, own);
+		req.old_expert = idx_expert(pool, own);
+		slot_unmap(pool, req.slot);
+		pool->evict_events++;
+		sample = evict_event_sample &&
+			 !(pool->evict_events % evict_event_sample);
+	}
+	if (!only_free) {
+		if (pool->estate[idx] == ES_QUEUED)
+			request_dequeue(pool, idx);
+		else if (pool->estate[idx] == ES_INFLIGHT)
+			pool->n_inflight--;
+		pool->estate[idx] = ES_FILLING;
+		WRITE_ONCE(pool->owner[req.slot], MOECACHE_OWNER_FILLING | idx);
+		pool->n_filling++;
+	}
+	map_write_end(pool);
+	spin_unlock(&pool->lock);
+
+	if (sample)
+		moecache_nl_event(MOECACHE_EV_EVICTION, pool->name,
+				  req.old_layer, req.old_expert);
+	return copy_to_user(argp, &req, sizeof(req)) ? -EFAULT : 0;
+
+out_unlock:
+	spin_unlock(&pool->lock);
+	return ret;
+}
+
+/* Copies and checks a COMMIT/ABORT batch: each slot filling, once. */
+static struct moecache_fill *fills_copy(struct moecache_pool *pool,
+					const struct moecache_fill_batch *b)
+{
+	struct moecache_fill *f;
+	u32 i, idx;
+
+	if (b->flags)
+		return ERR_PTR(-EINVAL);
+	if (!b->count)
+		return ERR_PTR(-EINVAL);
+	if (b->count > max_batch)
+		return ERR_PTR(-E2BIG);
+	f = memdup_user(u64_to_user_ptr(b->fills),
+			(size_t)b->count * sizeof(*f));
+	if (IS_ERR(f))
+		return f;
+	for (i = 0; i < b->count; i++) {
+		if (f[i].flags & ~MOECACHE_FILL_PREFETCH ||
+		    check_target(pool, f[i].layer, f[i].expert, &idx) ||
+		    (f[i].slot >= pool->n_slots && f[i].slot != MOECACHE_NONE)) {
+			kfree(f);
+			return ERR_PTR(-EINVAL);
+		}
+	}
+	return f;
+}
+
+/* Under the lock: is every fill in the batch what the pool expects? */
+static bool fills_match(struct moecache_pool *pool,
+			const struct moecache_fill *f, u32 count,
+			bool allow_inflight)
+{
+	u32 i, j, idx;
+
+	lockdep_assert_held(&pool->lock);
+	for (i = 0; i < count; i++) {
+		idx = pool_idx(pool, f[i].layer, f[i].expert);
+		if (f[i].slot == MOECACHE_NONE) {
+			if (!allow_inflight ||
+			    pool->estate[idx] != ES_INFLIGHT)
+				return false;
+		} else if (pool->owner[f[i].slot] !=
+			   (MOECACHE_OWNER_FILLING | idx)) {
+			return false;
+		}
+		for (j = 0; j < i; j++)
+			if (pool_idx(pool, f[j].layer, f[j].expert) == idx)
+				return false;
+	}
+	return true;
+}
+
+long ioc_commit(struct moecache_pool *pool, struct moecache_file *mf,
+		void __user *argp)
+{
+	struct moecache_fill_batch b;
+	struct moecache_fill *f;
+	u32 i, idx, slot;
+	u64 clock;
+	int ret = 0;
+
+	if (copy_from_user(&b, argp, sizeof(b)))
+		return -EFAULT;
+	f = fills_copy(pool, &b);
+	if (IS_ERR(f))
+		return PTR_ERR(f);
+
+	spin_lock(&pool->lock);
+	if (!fills_match(pool, f, b.count, false)) {
+		ret = -EINVAL;
+		goto out_unlock;
+	}
+	clock = pool->hdr->clock;
+	map_write_begin(pool);
+	for (i = 0; i < b.count; i++) {
+		idx = pool_idx(pool, f[i].layer, f[i].expert);
+		slot = f[i].slot;
+		WRITE_ONCE(pool->owner[slot], idx);
+		WRITE_ONCE(pool->last_use[slot], clock);
+		pool->slot_flags[slot] = (f[i].flags & MOECACHE_FILL_PREFETCH) ?
+					 SF_PREFETCHED : 0;
+		pool->estate[idx] = ES_RESIDENT;
+		map_publish(pool, idx, slot);
+		pool->n_filling--;
+		pool->n_resident++;
+		request_done(pool, idx);
+		pool_count(pool, idx, C_COMMITS, 1);
+		pool_count(pool, idx, C_BYTES_COPIED, pool->expert_bytes);
+	}
+	map_write_end(pool);
+	spin_unlock(&pool->lock);
+	wake_up_all(&pool->client_wq);
+	kfree(f);
+	return 0;
+
+out_unlock:
+	spin_unlock(&pool->lock);
+	kfree(f);
+	return ret;
+}
+
+long ioc_abort(struct moecache_pool *pool, struct moecache_file *mf,
+	       void __user *argp)
+{
+	struct moecache_fill_batch b;
+	struct moecache_fill *f;
+	bool requeued = false;
+	u32 i, idx;
+	int ret = 0;
+
+	if (copy_from_user(&b, argp, sizeof(b)))
+		return -EFAULT;
+	f = fills_copy(pool, &b);
+	if (IS_ERR(f))
+		return PTR_ERR(f);
+
+	spin_lock(&pool->lock);
+	if (!fills_match(pool, f, b.count, true)) {
+		ret = -EINVAL;
+		goto out_unlock;
+	}
+	map_write_begin(pool);
+	for (i = 0; i < b.count; i++) {
+		idx = pool_idx(pool, f[i].layer, f[i].expert);
+		if (f[i].slot == MOECACHE_NONE) {
+			pool->n_inflight--;
+			/*
+			 * A declined hint that a client has missed on since
+			 * the agent read it: queue it again as a demand.
+			 */
+			if (pool->req_flags[idx] & MOECACHE_REQ_DEMAND) {
+				request_requeue(pool, idx);
+				requeued = true;
+				continue;
+			}
+		} else {
+			WRITE_ONCE(pool->owner[f[i].slot], MOECACHE_NONE);
+			pool->n_filling--;
+		}
+		/* Waiters fail only if a client really missed it. */
+		if (pool->req_flags[idx] & MOECACHE_REQ_DEMAND)
+			pool->fail_gen[idx] = ++pool->fail_counter;
+		pool->estate[idx] = ES_IDLE;
+		request_done(pool, idx);
+		pool_count(pool, idx, C_ABORTS, 1);
+	}
+	map_write_end(pool);
+	spin_unlock(&pool->lock);
+	wake_up_all(&pool->client_wq);
+	if (requeued)
+		wake_up_interruptible(&pool->agent_wq);
+	kfree(f);
+	return 0;
+
+out_unlock:
+	spin_unlock(&pool->lock);
+	kfree(f);
+	return ret;
+}
+
+long ioc_bank_set(struct moecache_pool *pool, struct moecache_file *mf,
+		  void __user *argp)
+{
+	struct moecache_bank req;
+	struct file *bank, *old = NULL;
+	u64 need;
+	int ret = 0;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (req.flags || req.reserved[0] || req.reserved[1] ||
+	    req.backend < MOECACHE_BACKEND_CPU ||
+	    req.backend > MOECACHE_BACKEND_ROCM ||
+	    req.slot_stride < pool->expert_bytes)
+		return -EINVAL;
+	if (check_mul_overflow((u64)pool->n_slots, req.slot_stride, &need) ||
+	    need > req.bank_bytes)
+		return -EINVAL;
+	bank = fget(req.fd);
+	if (!bank)
+		return -EBADF;
+
+	spin_lock(&pool->lock);
+	if (pool->n_pinned_slots) {
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	if (pool->bank) {
+		ret = pool_clear_residency(pool);
+		if (ret)
+			goto out_unlock;
+	}
+	old = pool->bank;
+	pool->bank = bank;
+	bank = NULL;
+	req.fd = -1;
+	pool->bank_desc = req;
+	map_write_begin(pool);
+	map_set_flags(pool, MOECACHE_POOL_BANK, 0);
+	map_write_end(pool);
+out_unlock:
+	spin_unlock(&pool->lock);
+	if (bank)
+		fput(bank);
+	if (old)
+		fput(old);
+	return ret;
+}
+
+/*
+ * A client may only read the bank. A memfd can be opened again read-only;
+ * device banks (CUDA, ROCm) are shared as they are and protected by the
+ * importing driver's access flags.
+ */
+static struct file *bank_reopen_ro(struct file *bank)
+{
+	struct file *ro = dentry_open(&bank->f_path, O_RDONLY | O_LARGEFILE,
+				      current_cred());
+
+	fput(bank);
+	return ro;
+}
+
+long ioc_bank_get(struct moecache_pool *pool, struct moecache_file *mf,
+		  void __user *argp)
+{
+	struct moecache_bank req;
+	struct file *bank;
+	int fd;
+
+	spin_lock(&pool->lock);
+	bank = pool->bank;
+	if (bank) {
+		get_file(bank);
+		req = pool->bank_desc;
+	}
+	spin_unlock(&pool->lock);
+	if (!bank)
+		return -ENODATA;
+	if (mf->role == MOECACHE_ROLE_CLIENT &&
+	    req.backend == MOECACHE_BACKEND_CPU) {
+		bank = bank_reopen_ro(bank);
+		if (IS_ERR(bank))
+			return PTR_ERR(bank);
+	}
+
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		fput(bank);
+		return fd;
+	}
+	req.fd = fd;
+	if (copy_to_user(argp, &req, sizeof(req))) {
+		put_unused_fd(fd);
+		fput(bank);
+		return -EFAULT;
+	}
+	fd_install(fd, bank);
+	return 0;
+}
+
+long ioc_load(struct moecache_pool *pool, struct moecache_file *mf,
+	      void __user *argp)
+{
+	struct moecache_load req;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (req.flags || (req.op != MOECACHE_LOAD_BEGIN &&
+			  req.op != MOECACHE_LOAD_DONE))
+		return -EINVAL;
+	spin_lock(&pool->lock);
+	map_write_begin(pool);
+	if (req.op == MOECACHE_LOAD_BEGIN)
+		map_set_flags(pool, 0, MOECACHE_POOL_LOADED);
+	else
+		map_set_flags(pool, MOECACHE_POOL_LOADED, 0);
+	map_write_end(pool);
+	spin_unlock(&pool->lock);
+	return 0;
+}
+
+/* ---- read and poll: the agent's request queue ---- */
+
+ssize_t moecache_read(struct file *file, char __user *buf, size_t len,
+		      loff_t *ppos)
+{
+	struct moecache_file *mf = file->private_data;
+	/* Pairs with the release in ioc_attach(). */
+	struct moecache_pool *pool = smp_load_acquire(&mf->pool);
+	struct moecache_request *reqs;
+	size_t max = len / sizeof(*reqs), n = 0, i;
+	u32 idx;
+	int ret;
+
+	if (!pool)
+		return -ENOTCONN;
+	if (mf->role != MOECACHE_ROLE_AGENT)
+		return -EPERM;
+	if (!max)
+		return -EINVAL;
+	max = min_t(size_t, max, max_batch);
+	reqs = kmalloc_array(max, sizeof(*reqs), GFP_KERNEL);
+	if (!reqs)
+		return -ENOMEM;
+
+	for (;;) {
+		spin_lock(&pool->lock);
+		while (n < max && !list_empty(&pool->queue)) {
+			idx = pool->queue.next - pool->qnode;
+			request_dequeue(pool, idx);
+			pool->estate[idx] = ES_INFLIGHT;
+			pool->n_inflight++;
+			reqs[n].layer = idx_layer(pool, idx);
+			reqs[n].expert = idx_expert(pool, idx);
+			reqs[n].flags = pool->req_flags[idx];
+			reqs[n].pad = 0;
+			n++;
+		}
+		spin_unlock(&pool->lock);
+		if (n || (file->f_flags & O_NONBLOCK))
+			break;
+		ret = wait_event_interruptible(pool->agent_wq,
+					       READ_ONCE(pool->n_queued));
+		if (ret)
+			goto out_free;
+	}
+	if (!n) {
+		ret = -EAGAIN;
+		goto out_free;
+	}
+	if (copy_to_user(buf, reqs, n * sizeof(*reqs))) {
+		/* Nobody got them: back to the head of the queue. */
+		spin_lock(&pool->lock);
+		for (i = n; i-- > 0;) {
+			idx = pool_idx(pool, reqs[i].layer, reqs[i].expert);
+			if (pool->estate[idx] != ES_INFLIGHT)
+				continue;
+			pool->n_inflight--;
+			pool->estate[idx] = ES_QUEUED;
+			list_add(&pool->qnode[idx], &pool->queue);
+			pool->n_queued++;
+		}
+		spin_unlock(&pool->lock);
+		ret = -EFAULT;
+		goto out_free;
+	}
+	ret = n * sizeof(*reqs);
+out_free:
+	kfree(reqs);
+	return ret;
+}
+
+__poll_t moecache_poll(struct file *file, poll_table *wait)
+{
+	struct moecache_file *mf = file->private_data;
+	/* Pairs with the release in ioc_attach(). */
+	struct moecache_pool *pool = smp_load_acquire(&mf->pool);
+
+	if (!pool || mf->role != MOECACHE_ROLE_AGENT)
+		return EPOLLERR;
+	poll_wait(file, &pool->agent_wq, wait);
+	if (READ_ONCE(pool->n_queued))
+		return EPOLLIN | EPOLLRDNORM;
+	return 0;
+}

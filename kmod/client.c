@@ -1,0 +1,635 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * moecache clients: pins, requests, ACQUIRE, RELEASE, REPORT and PREFETCH.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bitmap.h>
+#include <linux/ktime.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/wait.h>
+
+#include "core.h"
+
+/* ---- pins ---- */
+
+static void pin_slot(struct moecache_pool *pool, struct moecache_file *mf,
+		     u32 slot, u64 clock)
+{
+	lockdep_assert_held(&pool->lock);
+	mf->pins[slot]++;
+	if (pool->pins[slot] == 0)
+		pool->n_pinned_slots++;
+	WRITE_ONCE(pool->pins[slot], pool->pins[slot] + 1);
+	WRITE_ONCE(pool->last_use[slot], clock);
+	pool->n_pins++;
+}
+
+static void unpin_slot(struct moecache_pool *pool, u32 slot)
+{
+	lockdep_assert_held(&pool->lock);
+	if (WARN_ON_ONCE(pool->pins[slot] == 0))
+		return;
+	WRITE_ONCE(pool->pins[slot], pool->pins[slot] - 1);
+	if (pool->pins[slot] == 0)
+		pool->n_pinned_slots--;
+	pool->n_pins--;
+}
+
+/* ---- requests ---- */
+
+/* Queues a request for idx on behalf of mf; true if it was newly queued. */
+static bool request_add(struct moecache_pool *pool, struct moecache_file *mf,
+			u32 idx, u8 flag)
+{
+	lockdep_assert_held(&pool->lock);
+	if (WARN_ON_ONCE(pool->estate[idx] == ES_RESIDENT))
+		return false;
+	if (mf && !__test_and_set_bit(idx, mf->asked))
+		pool->n_askers[idx]++;
+	pool->req_flags[idx] |= flag;
+	if (pool->estate[idx] != ES_IDLE)
+		return false;
+	pool->estate[idx] = ES_QUEUED;
+	list_add_tail(&pool->qnode[idx], &pool->queue);
+	pool->n_queued++;
+	return true;
+}
+
+void request_dequeue(struct moecache_pool *pool, u32 idx)
+{
+	lockdep_assert_held(&pool->lock);
+	WARN_ON_ONCE(pool->estate[idx] != ES_QUEUED);
+	list_del_init(&pool->qnode[idx]);
+	pool->n_queued--;
+}
+
+/* The request for idx is answered: nobody is asking any more. */
+void request_done(struct moecache_pool *pool, u32 idx)
+{
+	struct moecache_file *f;
+
+	lockdep_assert_held(&pool->lock);
+	if (pool->n_askers[idx]) {
+		list_for_each_entry(f, &pool->files, node)
+			if (f->asked)
+				__clear_bit(idx, f->asked);
+		pool->n_askers[idx] = 0;
+	}
+	pool->req_flags[idx] = 0;
+}
+
+/* An expert the agent lost: queue it again if a client still asks. */
+void request_requeue(struct moecache_pool *pool, u32 idx)
+{
+	lockdep_assert_held(&pool->lock);
+	pool->estate[idx] = ES_IDLE;
+	if (pool->n_askers[idx]) {
+		pool->estate[idx] = ES_QUEUED;
+		list_add_tail(&pool->qnode[idx], &pool->queue);
+		pool->n_queued++;
+	} else {
+		pool->req_flags[idx] = 0;
+	}
+}
+
+static void drop_all_pins(struct moecache_pool *pool, struct moecache_file *mf)
+{
+	u32 slot;
+
+	lockdep_assert_held(&pool->lock);
+	for (slot = 0; slot < pool->n_slots; slot++)
+		while (mf->pins[slot]) {
+			mf->pins[slot]--;
+			unpin_slot(pool, slot);
+		}
+}
+
+void client_detach(struct moecache_pool *pool, struct moecache_file *mf)
+{
+	u32 idx;
+
+	lockdep_assert_held(&pool->lock);
+	drop_all_pins(pool, mf);
+	for_each_set_bit(idx, mf->asked, pool->n_idx) {
+		if (WARN_ON_ONCE(!pool->n_askers[idx]))
+			continue;
+		if (--pool->n_askers[idx] || pool->estate[idx] != ES_QUEUED)
+			continue;
+		request_dequeue(pool, idx);
+		pool->estate[idx] = ES_IDLE;
+		pool->req_flags[idx] = 0;
+	}
+	pool->n_clients--;
+}
+
+/* A list argument: small ones live on the caller's stack. */
+struct id_list {
+	u32 *ids;
+	u32 stack[MOECACHE_STACK_BATCH];
+};
+
+static int id_list_copy(struct id_list *l, u64 uptr, u32 count)
+{
+	l->ids = l->stack;
+	if (!count)
+		return -EINVAL;
+	if (count > max_batch)
+		return -E2BIG;
+	if (count > MOECACHE_STACK_BATCH) {
+		l->ids = memdup_user(u64_to_user_ptr(uptr),
+				     (size_t)count * sizeof(u32));
+		if (IS_ERR(l->ids)) {
+			int ret = PTR_ERR(l->ids);
+
+			l->ids = l->stack;
+			return ret;
+		}
+		return 0;
+	}
+	if (copy_from_user(l->stack, u64_to_user_ptr(uptr),
+			   (size_t)count * sizeof(u32)))
+		return -EFAULT;
+	return 0;
+}
+
+static void id_list_free(struct id_list *l)
+{
+	if (l->ids != l->stack)
+		kfree(l->ids);
+}
+
+/* Turns global expert ids of one layer into idx, refusing repeats. */
+static int experts_to_idx(struct moecache_pool *pool, u32 layer, u32 *ids,
+			  u32 count)
+{
+	u32 i, j;
+
+	if (layer >= pool->n_layers)
+		return -EINVAL;
+	for (i = 0; i < count; i++) {
+		if (ids[i] < pool->expert_begin || ids[i] >= pool->expert_end)
+			return -EINVAL;
+		ids[i] = pool_idx(pool, layer, ids[i]);
+	}
+	/* Long lists are checked by experts_unique() instead. */
+	for (i = 1; i < count && count <= 64; i++)
+		for (j = 0; j < i; j++)
+			if (ids[i] == ids[j])
+				return -EINVAL;
+	return 0;
+}
+
+/* Refuses repeats in long lists with a bitmap over the pool's idx space. */
+static int experts_unique(struct moecache_pool *pool, const u32 *idx,
+			  u32 count)
+{
+	unsigned long *seen;
+	u32 i;
+	int ret = 0;
+
+	if (count <= 64)
+		return 0;
+	seen = bitmap_zalloc(pool->n_idx, GFP_KERNEL);
+	if (!seen)
+		return -ENOMEM;
+	for (i = 0; i < count && !ret; i++)
+		if (__test_and_set_bit(idx[i], seen))
+			ret = -EINVAL;
+	bitmap_free(seen);
+	return ret;
+}
+
+struct acquire_ctx {
+	struct moecache_acquire req;
+	struct id_list idx;
+	struct id_list slots;
+	u32 n_pinned;
+	u32 fail_snap;
+};
+
+/* Pins what became resident; > 0 when all are pinned, < 0 to give up. */
+static int acquire_progress(struct moecache_pool *pool,
+			    struct moecache_file *mf, struct acquire_ctx *ac)
+{
+	bool wake_agent = false;
+	int ret = 0;
+	u32 i, idx;
+
+	spin_lock(&pool->lock);
+	for (i = 0; i < ac->req.count; i++) {
+		if (ac->slots.ids[i] != MOECACHE_NONE)
+			continue;
+		idx = ac->idx.ids[i];
+		if (pool->estate[idx] == ES_RESIDENT) {
+			ac->slots.ids[i] = pool->map[idx];
+			pin_slot(pool, mf, ac->slots.ids[i], pool->hdr->clock);
+			ac->n_pinned++;
+		} else if ((s32)(pool->fail_gen[idx] - ac->fail_snap) > 0) {
+			ret = -EIO;
+		} else if (pool->estate[idx] == ES_IDLE) {
+			/* Committed and evicted again before we woke. */
+			wake_agent |= request_add(pool, mf, idx,
+						  MOECACHE_REQ_DEMAND);
+		}
+	}
+	if (!ret && ac->n_pinned < ac->req.count && !pool->agent &&
+	    !(ac->req.flags & MOECACHE_ACQ_KEEP_WAITING))
+		ret = -EPIPE;
+	spin_unlock(&pool->lock);
+	if (wake_agent)
+		wake_up_interruptible(&pool->agent_wq);
+	if (ret)
+		return ret;
+	return ac->n_pinned == ac->req.count;
+}
+
+static void acquire_undo(struct moecache_pool *pool, struct moecache_file *mf,
+			 struct acquire_ctx *ac)
+{
+	u32 i, slot;
+
+	spin_lock(&pool->lock);
+	for (i = 0; i < ac->req.count; i++) {
+		slot = ac->slots.ids[i];
+		if (slot == MOECACHE_NONE)
+			continue;
+		mf->pins[slot]--;
+		unpin_slot(pool, slot);
+		ac->slots.ids[i] = MOECACHE_NONE;
+	}
+	ac->n_pinned = 0;
+	spin_unlock(&pool->lock);
+}
+
+static int acquire_wait(struct moecache_pool *pool, struct moecache_file *mf,
+			struct acquire_ctx *ac)
+{
+	long left = ac->req.timeout_ms ? msecs_to_jiffies(ac->req.timeout_ms) :
+					 MAX_SCHEDULE_TIMEOUT;
+	ktime_t start = ktime_get();
+	int done = 0;
+	long ret;
+
+	ret = wait_event_interruptible_timeout(pool->client_wq,
+					       (done = acquire_progress(pool, mf, ac)),
+					       left);
+	if (ret < 0)
+		done = -EINTR;
+	else if (ret == 0 && done <= 0)
+		done = -ETIMEDOUT;
+	if (done > 0) {
+		u64 ns = ktime_to_ns(ktime_sub(ktime_get(), start));
+
+		spin_lock(&pool->lock);
+		count_wait(&pool->total, ns);
+		count_wait(layer_ctr(pool, ac->idx.ids[0]), ns);
+		spin_unlock(&pool->lock);
+		return 0;
+	}
+	return done;
+}
+
+/*
+ * Counts misses per second; returns the misses counted so far in this
+ * second when they just crossed miss_storm_per_sec, else 0.
+ */
+static u64 storm_check(struct moecache_pool *pool, u32 misses)
+{
+	unsigned int limit = READ_ONCE(miss_storm_per_sec);
+
+	lockdep_assert_held(&pool->lock);
+	if (time_after(jiffies, pool->storm_start + HZ)) {
+		pool->storm_start = jiffies;
+		pool->storm_misses = 0;
+	}
+	if (!limit || !misses)
+		return 0;
+	pool->storm_misses += misses;
+	if (pool->storm_misses >= limit && pool->storm_misses - misses < limit)
+		return pool->storm_misses;
+	return 0;
+}
+
+/* Drops one pin of mf per listed slot: all of them, or none (-EINVAL). */
+static int release_locked(struct moecache_pool *pool, struct moecache_file *mf,
+			  const u32 *slots, u32 count)
+{
+	u32 i, j;
+
+	lockdep_assert_held(&pool->lock);
+	for (i = 0; i < count; i++) {
+		if (slots[i] >= pool->n_slots || !mf->pins[slots[i]]) {
+			/* Listed more often than pinned: put back, refuse. */
+			for (j = 0; j < i; j++)
+				mf->pins[slots[j]]++;
+			return -EINVAL;
+		}
+		mf->pins[slots[i]]--;
+	}
+	for (i = 0; i < count; i++)
+		unpin_slot(pool, slots[i]);
+	return 0;
+}
+
+static int release_list(struct moecache_pool *pool, struct moecache_file *mf,
+			const u32 *slots, u32 count)
+{
+	int ret;
+
+	spin_lock(&pool->lock);
+	ret = release_locked(pool, mf, slots, count);
+	spin_unlock(&pool->lock);
+	return ret;
+}
+
+/*
+ * ACQUIRE, after dropping the pins listed in rel (ACQUIRE_RELEASE): the
+ * release is checked with everything else and done before any pin is
+ * taken, and stays done if a WAIT then fails.
+ */
+static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
+		       void __user *argp, const struct moecache_acquire *req,
+		       const u32 *rel, u32 rel_count)
+{
+	struct acquire_ctx ac;
+	bool wake_agent = false;
+	u32 i, idx, slot, misses = 0, prefetch_hits = 0;
+	u64 storm;
+	u64 clock;
+	int ret;
+
+	ac.req = *req;
+	if ((ac.req.flags & ~MOECACHE_ACQ_FLAGS_ALL) || ac.req.reserved ||
+	    ((ac.req.flags & MOECACHE_ACQ_KEEP_WAITING) &&
+	     !(ac.req.flags & MOECACHE_ACQ_WAIT)) ||
+	    ((ac.req.flags & MOECACHE_ACQ_NO_QUEUE) &&
+	     (ac.req.flags & MOECACHE_ACQ_WAIT)))
+		return -EINVAL;
+	ret = id_list_copy(&ac.idx, ac.req.experts, ac.req.count);
+	if (ret)
+		return ret;
+	ret = experts_to_idx(pool, ac.req.layer, ac.idx.ids, ac.req.count);
+	if (!ret)
+		ret = experts_unique(pool, ac.idx.ids, ac.req.count);
+	if (ret)
+		goto out_free_idx;
+	ac.slots.ids = ac.slots.stack;
+	if (ac.req.count > MOECACHE_STACK_BATCH) {
+		ac.slots.ids = kmalloc_array(ac.req.count, sizeof(u32),
+					     GFP_KERNEL);
+		if (!ac.slots.ids) {
+			ret = -ENOMEM;
+			goto out_free_idx;
+		}
+	}
+	ac.n_pinned = 0;
+	/* An unwritable result fails here, before anything changes. */
+	if (copy_to_user(argp, &ac.req, sizeof(ac.req)) ||
+	    clear_user(u64_to_user_ptr(ac.req.slots),
+		       (size_t)ac.req.count * sizeof(u32))) {
+		ret = -EFAULT;
+		goto out_free_slots;
+	}
+
+	spin_lock(&pool->lock);
+	if (rel_count) {
+		ret = release_locked(pool, mf, rel, rel_count);
+		if (ret) {
+			spin_unlock(&pool->lock);
+			goto out_free_slots;
+		}
+	}
+	ac.fail_snap = pool->fail_counter;
+	clock = pool->hdr->clock + 1;
+	WRITE_ONCE(pool->hdr->clock, clock);
+	for (i = 0; i < ac.req.count; i++) {
+		idx = ac.idx.ids[i];
+		WRITE_ONCE(pool->access[idx], pool->access[idx] + 1);
+		if (pool->estate[idx] == ES_RESIDENT) {
+			slot = pool->map[idx];
+			pin_slot(pool, mf, slot, clock);
+			if (pool->slot_flags[slot] & SF_PREFETCHED) {
+				pool->slot_flags[slot] &= ~SF_PREFETCHED;
+				prefetch_hits++;
+			}
+			ac.slots.ids[i] = slot;
+			ac.n_pinned++;
+			continue;
+		}
+		ac.slots.ids[i] = MOECACHE_NONE;
+		misses++;
+		if (!(ac.req.flags & MOECACHE_ACQ_NO_QUEUE))
+			wake_agent |= request_add(pool, mf, idx,
+						  MOECACHE_REQ_DEMAND);
+	}
+	/* One layer per call: count once for the pool and the layer. */
+	layer_count(pool, ac.req.layer, C_HITS, ac.n_pinned);
+	layer_count(pool, ac.req.layer, C_MISSES, misses);
+	layer_count(pool, ac.req.layer, C_PREFETCH_HITS, prefetch_hits);
+	storm = storm_check(pool, misses);
+	spin_unlock(&pool->lock);
+	if (wake_agent)
+		wake_up_interruptible(&pool->agent_wq);
+	if (storm)
+		moecache_nl_event(MOECACHE_EV_MISS_STORM, pool->name,
+				  min_t(u64, storm, U32_MAX), 0);
+
+	ac.req.n_hits = ac.n_pinned;
+	if (misses && (ac.req.flags & MOECACHE_ACQ_WAIT)) {
+		ret = acquire_wait(pool, mf, &ac);
+		if (ret) {
+			acquire_undo(pool, mf, &ac);
+			goto out_free_slots;
+		}
+	}
+	ac.req.n_pinned = ac.n_pinned;
+	if (copy_to_user(u64_to_user_ptr(ac.req.slots), ac.slots.ids,
+			 (size_t)ac.req.count * sizeof(u32)) ||
+	    copy_to_user(argp, &ac.req, sizeof(ac.req))) {
+		acquire_undo(pool, mf, &ac);
+		ret = -EFAULT;
+	}
+out_free_slots:
+	id_list_free(&ac.slots);
+out_free_idx:
+	id_list_free(&ac.idx);
+	return ret;
+}
+
+long ioc_acquire(struct moecache_pool *pool, struct moecache_file *mf,
+		 void __user *argp)
+{
+	struct moecache_acquire req;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	return do_acquire(pool, mf, argp, &req, NULL, 0);
+}
+
+long ioc_acquire_release(struct moecache_pool *pool,
+			 struct moecache_file *mf, void __user *argp)
+{
+	struct moecache_acquire_release req;
+	struct id_list rel = { .ids = rel.stack };
+	long ret;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (req.flags)
+		return -EINVAL;
+	if (req.release_count) {
+		ret = id_list_copy(&rel, req.release_slots, req.release_count);
+		if (ret)
+			return ret;
+	} else if (req.release_slots) {
+		return -EINVAL;
+	}
+	/* The acquire half is the struct's first member. */
+	ret = do_acquire(pool, mf, argp, &req.acquire, rel.ids,
+			 req.release_count);
+	id_list_free(&rel);
+	return ret;
+}
+
+int check_target(struct moecache_pool *pool, u32 layer, u32 expert,
+		 u32 *idx)
+{
+	if (layer >= pool->n_layers || expert < pool->expert_begin ||
+	    expert >= pool->expert_end)
+		return -EINVAL;
+	*idx = pool_idx(pool, layer, expert);
+	return 0;
+}
+
+/*
+ * Hits a fast-pinning client served itself, counted as ACQUIRE would have:
+ * a run of entries of one layer is one acquire (one clock tick).
+ */
+long ioc_report(struct moecache_pool *pool, struct moecache_file *mf,
+		void __user *argp)
+{
+	struct moecache_access stack[MOECACHE_STACK_REPORT], *acc = stack;
+	struct moecache_report req;
+	u32 i, idx, slot;
+	u64 clock;
+	long ret = 0;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (req.flags || !req.count)
+		return -EINVAL;
+	if (req.count > max_batch)
+		return -E2BIG;
+	if (req.count > MOECACHE_STACK_REPORT) {
+		acc = memdup_user(u64_to_user_ptr(req.accesses),
+				  (size_t)req.count * sizeof(*acc));
+		if (IS_ERR(acc))
+			return PTR_ERR(acc);
+	} else if (copy_from_user(stack, u64_to_user_ptr(req.accesses),
+				  (size_t)req.count * sizeof(*acc))) {
+		return -EFAULT;
+	}
+	for (i = 0; i < req.count; i++) {
+		ret = check_target(pool, acc[i].layer, acc[i].expert, &idx);
+		if (ret)
+			goto out_free;
+	}
+
+	spin_lock(&pool->lock);
+	clock = pool->hdr->clock;
+	for (i = 0; i < req.count; i++) {
+		if (!i || acc[i].layer != acc[i - 1].layer)
+			WRITE_ONCE(pool->hdr->clock, ++clock);
+		idx = pool_idx(pool, acc[i].layer, acc[i].expert);
+		WRITE_ONCE(pool->access[idx], pool->access[idx] + 1);
+		layer_count(pool, acc[i].layer, C_HITS, 1);
+		/* Evicted since it was taken: a hit all the same, no stamp. */
+		if (pool->estate[idx] != ES_RESIDENT)
+			continue;
+		slot = pool->map[idx];
+		WRITE_ONCE(pool->last_use[slot], clock);
+		if (pool->slot_flags[slot] & SF_PREFETCHED) {
+			pool->slot_flags[slot] &= ~SF_PREFETCHED;
+			layer_count(pool, acc[i].layer, C_PREFETCH_HITS, 1);
+		}
+	}
+	spin_unlock(&pool->lock);
+out_free:
+	if (acc != stack)
+		kfree(acc);
+	return ret;
+}
+
+long ioc_release(struct moecache_pool *pool, struct moecache_file *mf,
+		 void __user *argp)
+{
+	struct moecache_release req;
+	struct id_list slots;
+	int ret;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (req.flags & ~MOECACHE_REL_ALL)
+		return -EINVAL;
+	if (req.flags & MOECACHE_REL_ALL) {
+		if (req.count || req.slots)
+			return -EINVAL;
+		spin_lock(&pool->lock);
+		drop_all_pins(pool, mf);
+		spin_unlock(&pool->lock);
+		return 0;
+	}
+	ret = id_list_copy(&slots, req.slots, req.count);
+	if (ret)
+		return ret;
+	ret = release_list(pool, mf, slots.ids, req.count);
+	id_list_free(&slots);
+	return ret;
+}
+
+long ioc_prefetch(struct moecache_pool *pool, struct moecache_file *mf,
+		  void __user *argp)
+{
+	struct moecache_prefetch req;
+	struct id_list idx;
+	bool wake_agent = false;
+	u32 i;
+	int ret;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (req.flags)
+		return -EINVAL;
+	req.n_queued = 0;
+	ret = id_list_copy(&idx, req.experts, req.count);
+	if (ret)
+		return ret;
+	ret = experts_to_idx(pool, req.layer, idx.ids, req.count);
+	if (!ret)
+		ret = experts_unique(pool, idx.ids, req.count);
+	if (!ret && copy_to_user(argp, &req, sizeof(req)))
+		ret = -EFAULT;
+	if (ret)
+		goto out_free;
+
+	spin_lock(&pool->lock);
+	for (i = 0; i < req.count; i++) {
+		if (pool->estate[idx.ids[i]] != ES_IDLE)
+			continue;
+		request_add(pool, mf, idx.ids[i], MOECACHE_REQ_PREFETCH);
+		pool_count(pool, idx.ids[i], C_PREFETCHES, 1);
+		req.n_queued++;
+		wake_agent = true;
+	}
+	spin_unlock(&pool->lock);
+	if (wake_agent)
+		wake_up_interruptible(&pool->agent_wq);
+	if (copy_to_user(argp, &req, sizeof(req)))
+		ret = -EFAULT;
+out_free:
+	id_list_free(&idx);
+	return ret;
+}

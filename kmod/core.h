@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * moecache: machine-wide residency of Mixture-of-Experts experts. The
+ * internals shared by the parts of the driver:
+ *
+ *   pool.c    pool lifetime, limits, region layout, host pages
+ *   map.c     unpublishing, unmapping and flushing resident slots
+ *   client.c  pins, requests, ACQUIRE, RELEASE, REPORT, PREFETCH
+ *   agent.c   the request queue (read, poll), EVICT, COMMIT, ABORT, bank, LOAD
+ *   file.c    open, attach, release, ioctl dispatch, mmap, the module
+ *   netlink.c the generic netlink family, through moecache.h
+ *
+ * /dev/moecache owns each pool's pinned host copy of its experts and the
+ * residency map of its slot bank. Clients pin resident slots and queue
+ * misses; one agent per pool reads the misses, evicts, copies and commits.
+ * The ABI is uapi/moecache.h, described in docs/abi.md.
+ *
+ * Lock order, outer to inner:
+ *
+ *   moecache_pools_lock (mutex)
+ *	the pool list, host_bytes_used, attaching a file (mf->pool, mf->role),
+ *	creating and destroying pools.
+ *     pool->lock (spinlock)
+ *	everything in a pool that changes after creation: the map region
+ *	(map, owner, last_use, pins, access, seq, flags, clock), expert and
+ *	slot states, the request queue, per-file pins and request bits, the
+ *	file list, the agent pointer, the bank, the counters.
+ *
+ * A client's fast-pins region (mf->fast_pins) is written by that client
+ * alone, with no lock. The driver reads it under pool->lock, after
+ * unpublishing the slot it is about to take and a full barrier; the client
+ * writes its pin, a full barrier, and reads the map again (see
+ * slot_unpublish()).
+ *
+ * pool->lock is never held across copy_{to,from}_user, allocation or
+ * sleeping. mf->pool is published with release order once the file is
+ * fully attached and never changes afterwards, so ioctls read it with an
+ * acquire load and no lock.
+ */
+#ifndef _MOECACHE_CORE_H
+#define _MOECACHE_CORE_H
+
+#include <linux/bitops.h>
+#include <linux/fs.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/lockdep.h>
+#include <linux/math64.h>
+#include <linux/mutex.h>
+#include <linux/poll.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/uidgid.h>
+#include <linux/wait.h>
+
+#include "compat.h"
+#include "moecache.h"
+
+/* Limits, module parameters of pool.c. */
+extern unsigned int max_pools;
+extern unsigned int max_host_mb;
+extern unsigned int max_layers;
+extern unsigned int max_experts;
+extern unsigned int max_slots;
+extern unsigned int max_expert_mb;
+extern unsigned int max_batch;
+extern unsigned int evict_event_sample;
+extern unsigned int miss_storm_per_sec;
+
+#define MOECACHE_HIGH_ORDER	9
+/* The regions' places in the mmap offset space: map at 0, then these. */
+#define MOECACHE_PINS_OFFSET	BIT_ULL(31)
+#define MOECACHE_HOST_OFFSET	BIT_ULL(32)
+/* ACQUIRE and RELEASE lists up to this long stay on the stack. */
+#define MOECACHE_STACK_BATCH	16
+/* REPORT lists up to this long stay on the stack. */
+#define MOECACHE_STACK_REPORT	16
+
+/* What an expert is doing; the map and owner arrays say where it is. */
+enum moecache_estate {
+	ES_IDLE = 0,	/* not resident, nobody asked */
+	ES_QUEUED,	/* on the request queue */
+	ES_INFLIGHT,	/* read by the agent */
+	ES_FILLING,	/* a slot is being filled with it */
+	ES_RESIDENT,	/* published in map[] */
+};
+
+/* slot_flags */
+#define SF_PREFETCHED	BIT(0)	/* filled by a prefetch, not acquired since */
+
+enum moecache_counter {
+	C_HITS,
+	C_MISSES,
+	C_PREFETCH_HITS,
+	C_PREFETCHES,
+	C_EVICTIONS,
+	C_COMMITS,
+	C_ABORTS,
+	C_BYTES_COPIED,
+	C_WAITS,
+	C_WAIT_NS,
+	C_NR
+};
+
+struct moecache_counters {
+	u64 c[C_NR];
+	u64 wait_hist[MOECACHE_WAIT_BUCKETS];
+};
+
+struct moecache_file;
+
+struct moecache_pool {
+	struct list_head node;		/* moecache_pools */
+	struct kref ref;
+	char name[MOECACHE_NAME_LEN];
+	u32 n_layers;
+	u32 n_experts;
+	u32 expert_begin;
+	u32 expert_end;
+	u32 n_local;
+	u32 n_idx;			/* n_layers * n_local */
+	u32 n_slots;
+	u64 expert_bytes;
+	kuid_t uid;
+	kgid_t gid;
+	umode_t mode;
+
+	struct page **pages;		/* host pages, order-0 after split */
+	unsigned long n_pages;
+
+	void *region;			/* the map region, vmalloc_user */
+	size_t region_size;
+	struct moecache_map_header *hdr;
+	u32 *map;
+	u32 *owner;
+	u64 *last_use;
+	u32 *pins;
+	u32 *access;
+
+	spinlock_t lock;		/* see the lock order above */
+	wait_queue_head_t client_wq;	/* commits, aborts, agent changes */
+	wait_queue_head_t agent_wq;	/* queued requests */
+
+	u8 *estate;			/* enum moecache_estate, per idx */
+	u8 *req_flags;			/* MOECACHE_REQ_*, per idx */
+	u32 *n_askers;			/* client files asking, per idx */
+	u32 *fail_gen;			/* fail_counter at its last abort */
+	u32 fail_counter;
+	struct list_head *qnode;	/* per idx, on queue while ES_QUEUED */
+	struct list_head queue;
+	u8 *slot_flags;
+
+	u32 n_queued;
+	u32 n_inflight;
+	u32 n_filling;
+	u32 n_resident;
+	u32 n_pinned_slots;
+	u64 n_pins;
+
+	struct list_head files;		/* attached moecache_files */
+	u32 n_files;
+	u32 n_clients;
+	u32 n_fast_files;		/* clients with a fast-pins region */
+	struct moecache_file *agent;
+	pid_t agent_pid;
+
+	struct file *bank;
+	struct moecache_bank bank_desc;
+
+	struct moecache_counters total;
+	struct moecache_counters *layer;
+	u64 evict_events;
+	unsigned long storm_start;	/* jiffies */
+	u64 storm_misses;
+};
+
+struct moecache_file {
+	struct moecache_pool *pool;	/* release/acquire, set once */
+	u32 role;
+	struct list_head node;		/* pool->files */
+	u32 *pins;			/* clients: pins per slot */
+	unsigned long *asked;		/* clients: idx this file asked for */
+	u32 *fast_pins;			/* fast clients: their region, vmalloc_user */
+	size_t fast_pins_size;
+};
+
+/* The pool list and the totals over it, under moecache_pools_lock. */
+extern struct mutex moecache_pools_lock;
+extern struct list_head moecache_pools;
+extern unsigned int moecache_n_pools;
+extern u64 moecache_host_bytes;
+
+static inline u32 pool_idx(const struct moecache_pool *pool, u32 layer,
+			   u32 expert)
+{
+	return layer * pool->n_local + (expert - pool->expert_begin);
+}
+
+static inline u32 idx_layer(const struct moecache_pool *pool, u32 idx)
+{
+	return idx / pool->n_local;
+}
+
+static inline u32 idx_expert(const struct moecache_pool *pool, u32 idx)
+{
+	return idx % pool->n_local + pool->expert_begin;
+}
+
+/* ---- the map region: every store a reader may see goes through here ---- */
+
+static inline void map_write_begin(struct moecache_pool *pool)
+{
+	lockdep_assert_held(&pool->lock);
+	WARN_ON_ONCE(pool->hdr->seq & 1);
+	WRITE_ONCE(pool->hdr->seq, pool->hdr->seq + 1);
+	/* Readers see seq odd before any entry changes. */
+	smp_wmb();
+}
+
+static inline void map_write_end(struct moecache_pool *pool)
+{
+	lockdep_assert_held(&pool->lock);
+	/* Pairs with the readers' acquire load of seq. */
+	smp_store_release(&pool->hdr->seq, pool->hdr->seq + 1);
+}
+
+/* Publishes a filled slot: the copy completed before this store. */
+static inline void map_publish(struct moecache_pool *pool, u32 idx, u32 slot)
+{
+	/* Pairs with the readers' acquire load of map[idx]. */
+	smp_store_release(&pool->map[idx], slot);
+}
+
+static inline void map_set_flags(struct moecache_pool *pool, u32 set, u32 clear)
+{
+	lockdep_assert_held(&pool->lock);
+	WRITE_ONCE(pool->hdr->flags, (pool->hdr->flags & ~clear) | set);
+}
+
+/* ---- counters ---- */
+
+static inline struct moecache_counters *layer_ctr(struct moecache_pool *pool,
+						  u32 idx)
+{
+	return &pool->layer[idx_layer(pool, idx)];
+}
+
+static inline void layer_count(struct moecache_pool *pool, u32 layer,
+			       enum moecache_counter c, u64 n)
+{
+	lockdep_assert_held(&pool->lock);
+	pool->total.c[c] += n;
+	pool->layer[layer].c[c] += n;
+}
+
+static inline void pool_count(struct moecache_pool *pool, u32 idx,
+			      enum moecache_counter c, u64 n)
+{
+	layer_count(pool, idx_layer(pool, idx), c, n);
+}
+
+static inline void count_wait(struct moecache_counters *c, u64 ns)
+{
+	u64 us = div_u64(ns, NSEC_PER_USEC);
+	unsigned int b = us ? fls64(us) : 0;
+
+	c->c[C_WAITS]++;
+	c->c[C_WAIT_NS] += ns;
+	c->wait_hist[min_t(unsigned int, b, MOECACHE_WAIT_BUCKETS - 1)]++;
+}
+
+/* pool.c */
+void pool_release(struct kref *ref);
+bool name_valid(const char *name);
+struct moecache_pool *pool_find(const char *name);
+void pool_unlink(struct moecache_pool *pool);
+bool pool_permits(struct moecache_pool *pool, int want);
+
+/* map.c */
+bool slot_unpublish(struct moecache_pool *pool, u32 slot);
+void slot_unmap(struct moecache_pool *pool, u32 slot);
+int pool_clear_residency(struct moecache_pool *pool);
+
+/* client.c */
+void request_dequeue(struct moecache_pool *pool, u32 idx);
+void request_done(struct moecache_pool *pool, u32 idx);
+void request_requeue(struct moecache_pool *pool, u32 idx);
+void client_detach(struct moecache_pool *pool, struct moecache_file *mf);
+int check_target(struct moecache_pool *pool, u32 layer, u32 expert, u32 *idx);
+
+/* agent.c */
+void agent_detach(struct moecache_pool *pool);
+ssize_t moecache_read(struct file *file, char __user *buf, size_t len,
+		      loff_t *ppos);
+__poll_t moecache_poll(struct file *file, poll_table *wait);
+
+/*
+ * The ioctl handlers, dispatched by file.c from one table that says which
+ * roles may call each. pool is NULL for those an unattached fd may call.
+ */
+typedef long (*moecache_ioctl_fn)(struct moecache_pool *pool,
+	      struct moecache_file *mf,
+	      void __user *argp);
+
+long ioc_get_info(struct moecache_pool *pool, struct moecache_file *mf,
+		  void __user *argp);
+long ioc_pool_create(struct moecache_pool *pool, struct moecache_file *mf,
+		     void __user *argp);
+long ioc_pool_destroy(struct moecache_pool *pool, struct moecache_file *mf,
+		      void __user *argp);
+long ioc_acquire(struct moecache_pool *pool, struct moecache_file *mf,
+		 void __user *argp);
+long ioc_acquire_release(struct moecache_pool *pool, struct moecache_file *mf,
+			 void __user *argp);
+long ioc_report(struct moecache_pool *pool, struct moecache_file *mf,
+		void __user *argp);
+long ioc_release(struct moecache_pool *pool, struct moecache_file *mf,
+		 void __user *argp);
+long ioc_prefetch(struct moecache_pool *pool, struct moecache_file *mf,
+		  void __user *argp);
+long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,
+	       void __user *argp);
+long ioc_commit(struct moecache_pool *pool, struct moecache_file *mf,
+		void __user *argp);
+long ioc_abort(struct moecache_pool *pool, struct moecache_file *mf,
+	       void __user *argp);
+long ioc_bank_set(struct moecache_pool *pool, struct moecache_file *mf,
+		  void __user *argp);
+long ioc_bank_get(struct moecache_pool *pool, struct moecache_file *mf,
+		  void __user *argp);
+long ioc_load(struct moecache_pool *pool, struct moecache_file *mf,
+	      void __user *argp);
+
+#endif /* _MOECACHE_CORE_H */

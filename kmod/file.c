@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * moecache files: open, attach, release, ioctl dispatch and mmap, and the
+ * module itself.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bitmap.h>
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/nospec.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+
+#include "core.h"
+
+/* ---- files ---- */
+
+static int moecache_open(struct inode *inode, struct file *file)
+{
+	struct moecache_file *mf;
+
+	mf = kzalloc(sizeof(*mf), GFP_KERNEL);
+	if (!mf)
+		return -ENOMEM;
+	INIT_LIST_HEAD(&mf->node);
+	file->private_data = mf;
+	return 0;
+}
+
+static int moecache_release(struct inode *inode, struct file *file)
+{
+	struct moecache_file *mf = file->private_data;
+	struct moecache_pool *pool = mf->pool;
+	char ev_name[MOECACHE_NAME_LEN];
+	pid_t lost_pid = 0;
+	bool agent_lost = false;
+
+	if (pool) {
+		spin_lock(&pool->lock);
+		if (mf->role == MOECACHE_ROLE_AGENT) {
+			lost_pid = pool->agent_pid;
+			agent_detach(pool);
+			agent_lost = true;
+		} else if (mf->role == MOECACHE_ROLE_CLIENT) {
+			client_detach(pool, mf);
+		}
+		list_del(&mf->node);
+		pool->n_files--;
+		if (mf->fast_pins)
+			pool->n_fast_files--;
+		spin_unlock(&pool->lock);
+		wake_up_all(&pool->client_wq);
+		if (agent_lost) {
+			strscpy(ev_name, pool->name, sizeof(ev_name));
+			moecache_nl_event(MOECACHE_EV_AGENT_LOST, ev_name,
+					  lost_pid, 0);
+		}
+		kref_put(&pool->ref, pool_release);
+	}
+	kvfree(mf->pins);
+	bitmap_free(mf->asked);
+	/* Off the file list: no evictor reads it any more. */
+	vfree(mf->fast_pins);
+	kfree(mf);
+	return 0;
+}
+
+static void offsets_fill(struct moecache_pool *pool, struct moecache_file *mf,
+			 struct moecache_offsets *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->map_offset = 0;
+	o->map_size = pool->region_size;
+	o->host_offset = MOECACHE_HOST_OFFSET;
+	o->host_size = (u64)pool->n_pages << PAGE_SHIFT;
+	if (mf->fast_pins) {
+		o->pins_offset = MOECACHE_PINS_OFFSET;
+		o->pins_size = mf->fast_pins_size;
+	}
+}
+
+static long ioc_attach(struct moecache_pool *unattached,
+		       struct moecache_file *mf, void __user *argp)
+{
+	struct moecache_attach req;
+	struct moecache_pool *pool;
+	u32 *pins = NULL, *fast_pins = NULL;
+	size_t fast_pins_size = 0;
+	unsigned long *asked = NULL;
+	int want, ret = 0;
+	pid_t pid = task_tgid_vnr(current);
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (!name_valid(req.name) || (req.flags & ~MOECACHE_ATTACH_FLAGS_ALL) ||
+	    ((req.flags & MOECACHE_ATTACH_FAST_PINS) &&
+	     req.role != MOECACHE_ROLE_CLIENT))
+		return -EINVAL;
+	switch (req.role) {
+	case MOECACHE_ROLE_CLIENT:
+		want = MAY_READ;
+		break;
+	case MOECACHE_ROLE_AGENT:
+	case MOECACHE_ROLE_LOADER:
+		want = MAY_WRITE;
+		break;
+	default:
+		return -EINVAL;
+	}
+
+	/* An unwritable reply fails before the file is attached. */
+	if (copy_to_user(argp, &req, sizeof(req)))
+		return -EFAULT;
+
+	mutex_lock(&moecache_pools_lock);
+	if (mf->pool) {
+		ret = -EALREADY;
+		goto out_unlock;
+	}
+	pool = pool_find(req.name);
+	if (!pool) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	if (!pool_permits(pool, want)) {
+		ret = -EACCES;
+		goto out_unlock;
+	}
+	if (req.role == MOECACHE_ROLE_CLIENT) {
+		pins = kvcalloc(pool->n_slots, sizeof(*pins), GFP_KERNEL);
+		asked = bitmap_zalloc(pool->n_idx, GFP_KERNEL);
+		if (!pins || !asked) {
+			ret = -ENOMEM;
+			goto out_unlock;
+		}
+	}
+	if (req.flags & MOECACHE_ATTACH_FAST_PINS) {
+		fast_pins_size = PAGE_ALIGN((size_t)pool->n_slots * sizeof(u32));
+		/* Zeroed, and mappable by remap_vmalloc_range(). */
+		fast_pins = vmalloc_user(fast_pins_size);
+		if (!fast_pins) {
+			ret = -ENOMEM;
+			goto out_unlock;
+		}
+	}
+
+	spin_lock(&pool->lock);
+	if (req.role == MOECACHE_ROLE_AGENT && pool->agent) {
+		spin_unlock(&pool->lock);
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	mf->role = req.role;
+	mf->pins = pins;
+	mf->asked = asked;
+	mf->fast_pins = fast_pins;
+	mf->fast_pins_size = fast_pins_size;
+	pins = NULL;
+	asked = NULL;
+	fast_pins = NULL;
+	list_add_tail(&mf->node, &pool->files);
+	pool->n_files++;
+	if (mf->fast_pins)
+		pool->n_fast_files++;
+	if (req.role == MOECACHE_ROLE_CLIENT)
+		pool->n_clients++;
+	if (req.role == MOECACHE_ROLE_AGENT) {
+		pool->agent = mf;
+		pool->agent_pid = pid;
+		map_write_begin(pool);
+		pool->hdr->agent_epoch++;
+		map_set_flags(pool, MOECACHE_POOL_AGENT, 0);
+		map_write_end(pool);
+	}
+	req.n_layers = pool->n_layers;
+	req.n_experts = pool->n_experts;
+	req.expert_begin = pool->expert_begin;
+	req.expert_end = pool->expert_end;
+	req.n_slots = pool->n_slots;
+	req.pool_flags = pool->hdr->flags;
+	req.expert_bytes = pool->expert_bytes;
+	spin_unlock(&pool->lock);
+	offsets_fill(pool, mf, &req.off);
+	kref_get(&pool->ref);
+	/* Fully attached: pairs with the acquire loads of mf->pool. */
+	smp_store_release(&mf->pool, pool);
+	mutex_unlock(&moecache_pools_lock);
+
+	if (req.role == MOECACHE_ROLE_AGENT) {
+		wake_up_all(&pool->client_wq);
+		moecache_nl_event(MOECACHE_EV_AGENT_ATTACHED, req.name, pid, 0);
+	}
+	/* Checked writable above; only a racing munmap fails here. */
+	return copy_to_user(argp, &req, sizeof(req)) ? -EFAULT : 0;
+
+out_unlock:
+	mutex_unlock(&moecache_pools_lock);
+	kvfree(pins);
+	bitmap_free(asked);
+	vfree(fast_pins);
+	return ret;
+}
+
+static long ioc_stats(struct moecache_pool *pool, struct moecache_file *mf,
+		      void __user *argp)
+{
+	struct moecache_stats st;
+	int ret;
+
+	if (copy_from_user(&st, argp, sizeof(st)))
+		return -EFAULT;
+	if (st.flags)
+		return -EINVAL;
+	ret = moecache_pool_stats(pool, st.layer, &st);
+	if (ret)
+		return ret;
+	return copy_to_user(argp, &st, sizeof(st)) ? -EFAULT : 0;
+}
+
+static long ioc_nop(struct moecache_pool *pool, struct moecache_file *mf,
+		    void __user *argp)
+{
+	return 0;
+}
+
+/* Who may call an ioctl: a set of BIT(enum moecache_role). */
+#define ROLES_UNATTACHED	BIT(MOECACHE_ROLE_NONE)
+#define ROLES_ATTACHED		(BIT(MOECACHE_ROLE_CLIENT) | \
+				 BIT(MOECACHE_ROLE_AGENT) | \
+				 BIT(MOECACHE_ROLE_LOADER))
+#define ROLES_ANY		(ROLES_UNATTACHED | ROLES_ATTACHED)
+
+struct moecache_ioctl_desc {
+	unsigned int cmd;
+	moecache_ioctl_fn fn;
+	u32 roles;
+};
+
+/*
+ * Every ioctl, by number. A role outside roles is refused before the
+ * handler runs: -ENOTCONN on an unattached fd, else -EPERM.
+ */
+static const struct moecache_ioctl_desc moecache_ioctls[] = {
+	[_IOC_NR(MOECACHE_IOC_GET_INFO)] = {
+		MOECACHE_IOC_GET_INFO, ioc_get_info,
+		ROLES_ANY },
+	[_IOC_NR(MOECACHE_IOC_NOP)] = {
+		MOECACHE_IOC_NOP, ioc_nop,
+		ROLES_ANY },
+	[_IOC_NR(MOECACHE_IOC_POOL_CREATE)] = {
+		MOECACHE_IOC_POOL_CREATE, ioc_pool_create,
+		ROLES_ANY },
+	[_IOC_NR(MOECACHE_IOC_POOL_DESTROY)] = {
+		MOECACHE_IOC_POOL_DESTROY, ioc_pool_destroy,
+		ROLES_ANY },
+	[_IOC_NR(MOECACHE_IOC_ATTACH)] = {
+		MOECACHE_IOC_ATTACH, ioc_attach,
+		ROLES_ANY },
+	[_IOC_NR(MOECACHE_IOC_ACQUIRE)] = {
+		MOECACHE_IOC_ACQUIRE, ioc_acquire,
+		BIT(MOECACHE_ROLE_CLIENT) },
+	[_IOC_NR(MOECACHE_IOC_RELEASE)] = {
+		MOECACHE_IOC_RELEASE, ioc_release,
+		BIT(MOECACHE_ROLE_CLIENT) },
+	[_IOC_NR(MOECACHE_IOC_PREFETCH)] = {
+		MOECACHE_IOC_PREFETCH, ioc_prefetch,
+		BIT(MOECACHE_ROLE_CLIENT) },
+	[_IOC_NR(MOECACHE_IOC_EVICT)] = {
+		MOECACHE_IOC_EVICT, ioc_evict,
+		BIT(MOECACHE_ROLE_AGENT) },
+	[_IOC_NR(MOECACHE_IOC_COMMIT)] = {
+		MOECACHE_IOC_COMMIT, ioc_commit,
+		BIT(MOECACHE_ROLE_AGENT) },
+	[_IOC_NR(MOECACHE_IOC_ABORT)] = {
+		MOECACHE_IOC_ABORT, ioc_abort,
+		BIT(MOECACHE_ROLE_AGENT) },
+	[_IOC_NR(MOECACHE_IOC_BANK_SET)] = {
+		MOECACHE_IOC_BANK_SET, ioc_bank_set,
+		BIT(MOECACHE_ROLE_AGENT) },
+	[_IOC_NR(MOECACHE_IOC_BANK_GET)] = {
+		MOECACHE_IOC_BANK_GET, ioc_bank_get,
+		ROLES_ATTACHED },
+	[_IOC_NR(MOECACHE_IOC_LOAD)] = {
+		MOECACHE_IOC_LOAD, ioc_load,
+		BIT(MOECACHE_ROLE_AGENT) | BIT(MOECACHE_ROLE_LOADER) },
+	[_IOC_NR(MOECACHE_IOC_STATS)] = {
+		MOECACHE_IOC_STATS, ioc_stats,
+		ROLES_ATTACHED },
+	[_IOC_NR(MOECACHE_IOC_ACQUIRE_RELEASE)] = {
+		MOECACHE_IOC_ACQUIRE_RELEASE, ioc_acquire_release,
+		BIT(MOECACHE_ROLE_CLIENT) },
+	[_IOC_NR(MOECACHE_IOC_REPORT)] = {
+		MOECACHE_IOC_REPORT, ioc_report,
+		BIT(MOECACHE_ROLE_CLIENT) },
+};
+
+static long moecache_ioctl(struct file *file, unsigned int cmd,
+			   unsigned long arg)
+{
+	struct moecache_file *mf = file->private_data;
+	/* Pairs with the release in ioc_attach(). */
+	struct moecache_pool *pool = smp_load_acquire(&mf->pool);
+	const struct moecache_ioctl_desc *d;
+	unsigned int nr = _IOC_NR(cmd);
+	/* mf->role is set before mf->pool is published, never after. */
+	u32 role = pool ? mf->role : MOECACHE_ROLE_NONE;
+
+	if (_IOC_TYPE(cmd) != MOECACHE_IOC_MAGIC ||
+	    nr >= ARRAY_SIZE(moecache_ioctls))
+		return -ENOTTY;
+	d = &moecache_ioctls[array_index_nospec(nr, ARRAY_SIZE(moecache_ioctls))];
+	if (!d->fn || d->cmd != cmd)
+		return -ENOTTY;
+	if (!(d->roles & BIT(role)))
+		return pool ? -EPERM : -ENOTCONN;
+	return d->fn(pool, mf, (void __user *)arg);
+}
+
+/* ---- mmap ---- */
+
+static int mmap_map_region(struct moecache_pool *pool,
+			   struct vm_area_struct *vma, unsigned long pgoff)
+{
+	if (vma->vm_flags & VM_WRITE)
+		return -EPERM;
+	moecache_vm_flags_clear(vma, VM_MAYWRITE);
+	moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	return remap_vmalloc_range(vma, pool->region, pgoff);
+}
+
+static int mmap_host_region(struct moecache_pool *pool,
+			    struct moecache_file *mf,
+			    struct vm_area_struct *vma, unsigned long pgoff)
+{
+	unsigned long n = vma_pages(vma);
+
+	if (mf->role == MOECACHE_ROLE_CLIENT) {
+		if (vma->vm_flags & VM_WRITE)
+			return -EPERM;
+		moecache_vm_flags_clear(vma, VM_MAYWRITE);
+	}
+	moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	/* Real pages, not PFNMAP: get_user_pages must work on them. */
+	return vm_insert_pages(vma, vma->vm_start, pool->pages + pgoff, &n);
+}
+
+static int moecache_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct moecache_file *mf = file->private_data;
+	/* Pairs with the release in ioc_attach(). */
+	struct moecache_pool *pool = smp_load_acquire(&mf->pool);
+	unsigned long pages = vma_pages(vma);
+	unsigned long host_pgoff = MOECACHE_HOST_OFFSET >> PAGE_SHIFT;
+	unsigned long pins_pgoff = MOECACHE_PINS_OFFSET >> PAGE_SHIFT;
+	unsigned long pgoff = vma->vm_pgoff;
+
+	if (!pool)
+		return -ENOTCONN;
+	if (!(vma->vm_flags & VM_MAYSHARE))
+		return -EINVAL;
+	if (pgoff >= pins_pgoff && pgoff < host_pgoff) {
+		/* This fd's own region, whole or nothing. */
+		if (!mf->fast_pins || pgoff != pins_pgoff ||
+		    pages > mf->fast_pins_size >> PAGE_SHIFT)
+			return -EINVAL;
+		moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
+		return remap_vmalloc_range(vma, mf->fast_pins, 0);
+	}
+	if (pgoff < host_pgoff) {
+		if (pgoff >= pool->region_size >> PAGE_SHIFT ||
+		    pages > (pool->region_size >> PAGE_SHIFT) - pgoff)
+			return -EINVAL;
+		return mmap_map_region(pool, vma, pgoff);
+	}
+	pgoff -= host_pgoff;
+	if (pgoff >= pool->n_pages || pages > pool->n_pages - pgoff)
+		return -EINVAL;
+	return mmap_host_region(pool, mf, vma, pgoff);
+}
+
+static const struct file_operations moecache_fops = {
+	.owner = THIS_MODULE,
+	.open = moecache_open,
+	.release = moecache_release,
+	.unlocked_ioctl = moecache_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.read = moecache_read,
+	.poll = moecache_poll,
+	.mmap = moecache_mmap,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice moecache_dev = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "moecache",
+	.fops = &moecache_fops,
+	.mode = 0666,
+};
+
+static int __init moecache_init(void)
+{
+	int ret;
+
+	ret = moecache_nl_init();
+	if (ret)
+		goto out;
+	ret = misc_register(&moecache_dev);
+	if (ret)
+		goto out_nl;
+	pr_info("ABI %u, host limit %u MiB\n", MOECACHE_ABI_VERSION,
+		max_host_mb);
+	return 0;
+
+out_nl:
+	moecache_nl_exit();
+out:
+	return ret;
+}
+
+static void __exit moecache_exit(void)
+{
+	struct moecache_pool *pool, *tmp;
+
+	misc_deregister(&moecache_dev);
+	moecache_nl_exit();
+	/* No file is open (the module is referenced by each): free all. */
+	mutex_lock(&moecache_pools_lock);
+	list_for_each_entry_safe(pool, tmp, &moecache_pools, node) {
+		pool_unlink(pool);
+		WARN_ON(kref_read(&pool->ref) != 1);
+		kref_put(&pool->ref, pool_release);
+	}
+	mutex_unlock(&moecache_pools_lock);
+}
+
+module_init(moecache_init);
+module_exit(moecache_exit);
+
+MODULE_DESCRIPTION("moecache: machine-wide residency of Mixture-of-Experts experts");
+MODULE_LICENSE("GPL");

@@ -1,0 +1,529 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * moecache pools: lifetime, limits, the region layout and the host pages.
+ * The lock order is in core.h.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/ctype.h>
+#include <linux/kref.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/overflow.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+
+#include "core.h"
+
+unsigned int max_pools = 16;
+module_param(max_pools, uint, 0444);
+MODULE_PARM_DESC(max_pools, "Most pools at once (default 16)");
+
+unsigned int max_host_mb = 1024;
+module_param(max_host_mb, uint, 0444);
+MODULE_PARM_DESC(max_host_mb, "Limit on all pools' pinned host pages, MiB (default 1024)");
+
+unsigned int max_layers = 1024;
+module_param(max_layers, uint, 0444);
+MODULE_PARM_DESC(max_layers, "Most layers per pool (default 1024)");
+
+unsigned int max_experts = 4096;
+module_param(max_experts, uint, 0444);
+MODULE_PARM_DESC(max_experts, "Most experts per layer (default 4096)");
+
+unsigned int max_slots = 65536;
+module_param(max_slots, uint, 0444);
+MODULE_PARM_DESC(max_slots, "Most bank slots per pool (default 65536)");
+
+unsigned int max_expert_mb = 1024;
+module_param(max_expert_mb, uint, 0444);
+MODULE_PARM_DESC(max_expert_mb, "Largest expert record, MiB (default 1024)");
+
+unsigned int max_batch = 1024;
+module_param(max_batch, uint, 0444);
+MODULE_PARM_DESC(max_batch, "Most entries in one list argument (default 1024)");
+
+unsigned int evict_event_sample = 64;
+module_param(evict_event_sample, uint, 0644);
+MODULE_PARM_DESC(evict_event_sample, "Send one eviction event per this many evictions, 0 for none (default 64)");
+
+unsigned int miss_storm_per_sec = 10000;
+module_param(miss_storm_per_sec, uint, 0644);
+MODULE_PARM_DESC(miss_storm_per_sec, "Misses in one second of a pool that raise a miss-storm event, 0 for none (default 10000)");
+
+/* The outer lock: see the lock order in core.h. */
+DEFINE_MUTEX(moecache_pools_lock);
+LIST_HEAD(moecache_pools);
+unsigned int moecache_n_pools;
+u64 moecache_host_bytes;
+
+/* ---- pools ---- */
+
+static void pool_free_pages(struct moecache_pool *pool)
+{
+	unsigned long i;
+
+	if (!pool->pages)
+		return;
+	for (i = 0; i < pool->n_pages; i++)
+		if (pool->pages[i])
+			__free_page(pool->pages[i]);
+	kvfree(pool->pages);
+	pool->pages = NULL;
+}
+
+/* High-order blocks where the allocator has them, split so that each
+ * page is mapped and refcounted on its own.
+ */
+static int pool_alloc_pages(struct moecache_pool *pool)
+{
+	unsigned int order = MOECACHE_HIGH_ORDER;
+	unsigned long i = 0, j;
+	struct page *page;
+	gfp_t gfp;
+
+	BUILD_BUG_ON(MOECACHE_HIGH_ORDER > MOECACHE_MAX_PAGE_ORDER);
+	pool->pages = kvcalloc(pool->n_pages, sizeof(*pool->pages),
+			       GFP_KERNEL);
+	if (!pool->pages)
+		return -ENOMEM;
+	while (i < pool->n_pages) {
+		while (order && (1UL << order) > pool->n_pages - i)
+			order--;
+		gfp = GFP_HIGHUSER | __GFP_ZERO | __GFP_NOWARN;
+		if (order)
+			gfp |= __GFP_NORETRY;
+		page = alloc_pages(gfp, order);
+		if (!page) {
+			if (!order)
+				return -ENOMEM;
+			order--;
+			continue;
+		}
+		if (order)
+			split_page(page, order);
+		for (j = 0; j < (1UL << order); j++)
+			pool->pages[i + j] = page + j;
+		i += 1UL << order;
+		cond_resched();
+	}
+	return 0;
+}
+
+static void pool_free(struct moecache_pool *pool)
+{
+	if (pool->bank)
+		fput(pool->bank);
+	pool_free_pages(pool);
+	vfree(pool->region);
+	kvfree(pool->estate);
+	kvfree(pool->req_flags);
+	kvfree(pool->n_askers);
+	kvfree(pool->fail_gen);
+	kvfree(pool->qnode);
+	kvfree(pool->slot_flags);
+	kvfree(pool->layer);
+	kfree(pool);
+}
+
+void pool_release(struct kref *ref)
+{
+	pool_free(container_of(ref, struct moecache_pool, ref));
+}
+
+static int pool_alloc_region(struct moecache_pool *pool)
+{
+	struct moecache_map_header *hdr;
+	size_t off = ALIGN(sizeof(*hdr), 64);
+	size_t map_off, owner_off, last_use_off, pins_off, access_off;
+	u32 i;
+
+	map_off = off;
+	off = ALIGN(off + (size_t)pool->n_idx * sizeof(u32), 64);
+	owner_off = off;
+	off = ALIGN(off + (size_t)pool->n_slots * sizeof(u32), 64);
+	last_use_off = off;
+	off = ALIGN(off + (size_t)pool->n_slots * sizeof(u64), 64);
+	pins_off = off;
+	off = ALIGN(off + (size_t)pool->n_slots * sizeof(u32), 64);
+	access_off = off;
+	off += (size_t)pool->n_idx * sizeof(u32);
+	pool->region_size = PAGE_ALIGN(off);
+	/* The pins region's offset comes next. */
+	if (pool->region_size > MOECACHE_PINS_OFFSET)
+		return -E2BIG;
+
+	pool->region = vmalloc_user(pool->region_size);
+	if (!pool->region)
+		return -ENOMEM;
+	hdr = pool->region;
+	pool->hdr = hdr;
+	pool->map = pool->region + map_off;
+	pool->owner = pool->region + owner_off;
+	pool->last_use = pool->region + last_use_off;
+	pool->pins = pool->region + pins_off;
+	pool->access = pool->region + access_off;
+	for (i = 0; i < pool->n_idx; i++)
+		pool->map[i] = MOECACHE_NONE;
+	for (i = 0; i < pool->n_slots; i++)
+		pool->owner[i] = MOECACHE_NONE;
+
+	hdr->magic = MOECACHE_MAP_MAGIC;
+	hdr->version = MOECACHE_ABI_VERSION;
+	hdr->n_layers = pool->n_layers;
+	hdr->n_experts = pool->n_experts;
+	hdr->expert_begin = pool->expert_begin;
+	hdr->expert_end = pool->expert_end;
+	hdr->n_slots = pool->n_slots;
+	hdr->expert_bytes = pool->expert_bytes;
+	hdr->map_off = map_off;
+	hdr->owner_off = owner_off;
+	hdr->last_use_off = last_use_off;
+	hdr->pins_off = pins_off;
+	hdr->access_off = access_off;
+	return 0;
+}
+
+static int pool_alloc_state(struct moecache_pool *pool)
+{
+	u32 i;
+
+	pool->estate = kvcalloc(pool->n_idx, sizeof(u8), GFP_KERNEL);
+	pool->req_flags = kvcalloc(pool->n_idx, sizeof(u8), GFP_KERNEL);
+	pool->n_askers = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL);
+	pool->fail_gen = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL);
+	pool->qnode = kvcalloc(pool->n_idx, sizeof(*pool->qnode), GFP_KERNEL);
+	pool->slot_flags = kvcalloc(pool->n_slots, sizeof(u8), GFP_KERNEL);
+	pool->layer = kvcalloc(pool->n_layers, sizeof(*pool->layer),
+			       GFP_KERNEL);
+	if (!pool->estate || !pool->req_flags || !pool->n_askers ||
+	    !pool->fail_gen || !pool->qnode || !pool->slot_flags ||
+	    !pool->layer)
+		return -ENOMEM;
+	for (i = 0; i < pool->n_idx; i++)
+		INIT_LIST_HEAD(&pool->qnode[i]);
+	return 0;
+}
+
+bool name_valid(const char *name)
+{
+	size_t len = strnlen(name, MOECACHE_NAME_LEN);
+	size_t i;
+
+	if (len == 0 || len == MOECACHE_NAME_LEN)
+		return false;
+	for (i = 0; i < len; i++)
+		if (!isalnum(name[i]) && name[i] != '.' && name[i] != '_' &&
+		    name[i] != '-')
+			return false;
+	return true;
+}
+
+struct moecache_pool *pool_find(const char *name)
+{
+	struct moecache_pool *pool;
+
+	lockdep_assert_held(&moecache_pools_lock);
+	list_for_each_entry(pool, &moecache_pools, node)
+		if (!strcmp(pool->name, name))
+			return pool;
+	return NULL;
+}
+
+/* Checks a creation request; *host_bytes gets the pool's host size. */
+static int pool_create_check(const struct moecache_pool_create *req,
+			     u64 *host_bytes)
+{
+	u64 n_idx, bytes;
+
+	if (!name_valid(req->name) || req->flags || req->pad ||
+	    (req->mode & ~0777))
+		return -EINVAL;
+	if (!req->n_layers || req->n_layers > max_layers ||
+	    !req->n_experts || req->n_experts > max_experts ||
+	    req->expert_begin >= req->expert_end ||
+	    req->expert_end > req->n_experts ||
+	    !req->n_slots || req->n_slots > max_slots ||
+	    !req->expert_bytes || !PAGE_ALIGNED(req->expert_bytes))
+		return -EINVAL;
+	if (req->expert_bytes > (u64)max_expert_mb << 20)
+		return -EINVAL;
+	n_idx = (u64)req->n_layers * (req->expert_end - req->expert_begin);
+	if (check_mul_overflow(n_idx, req->expert_bytes, &bytes))
+		return -EOVERFLOW;
+	*host_bytes = bytes;
+	return 0;
+}
+
+int moecache_pool_create(const struct moecache_pool_create *req)
+{
+	struct moecache_pool *pool = NULL;
+	u64 host_bytes;
+	kuid_t uid = make_kuid(current_user_ns(), req->uid);
+	kgid_t gid = make_kgid(current_user_ns(), req->gid);
+	int ret;
+
+	ret = pool_create_check(req, &host_bytes);
+	if (ret)
+		return ret;
+	if (!uid_valid(uid) || !gid_valid(gid))
+		return -EINVAL;
+
+	mutex_lock(&moecache_pools_lock);
+	if (pool_find(req->name)) {
+		ret = -EEXIST;
+		goto out_unlock;
+	}
+	if (moecache_n_pools >= max_pools ||
+	    host_bytes > ((u64)max_host_mb << 20) - moecache_host_bytes) {
+		ret = -ENOSPC;
+		goto out_unlock;
+	}
+	pool = kzalloc(sizeof(*pool), GFP_KERNEL);
+	if (!pool) {
+		ret = -ENOMEM;
+		goto out_unlock;
+	}
+	kref_init(&pool->ref);
+	strscpy(pool->name, req->name, sizeof(pool->name));
+	pool->n_layers = req->n_layers;
+	pool->n_experts = req->n_experts;
+	pool->expert_begin = req->expert_begin;
+	pool->expert_end = req->expert_end;
+	pool->n_local = req->expert_end - req->expert_begin;
+	pool->n_idx = pool->n_layers * pool->n_local;
+	pool->n_slots = req->n_slots;
+	pool->expert_bytes = req->expert_bytes;
+	pool->n_pages = host_bytes >> PAGE_SHIFT;
+	pool->uid = uid;
+	pool->gid = gid;
+	pool->mode = req->mode;
+	spin_lock_init(&pool->lock);
+	init_waitqueue_head(&pool->client_wq);
+	init_waitqueue_head(&pool->agent_wq);
+	INIT_LIST_HEAD(&pool->queue);
+	INIT_LIST_HEAD(&pool->files);
+	pool->storm_start = jiffies;
+
+	ret = pool_alloc_state(pool);
+	if (ret)
+		goto out_free;
+	ret = pool_alloc_region(pool);
+	if (ret)
+		goto out_free;
+	ret = pool_alloc_pages(pool);
+	if (ret)
+		goto out_free;
+
+	list_add_tail(&pool->node, &moecache_pools);
+	moecache_n_pools++;
+	moecache_host_bytes += host_bytes;
+	mutex_unlock(&moecache_pools_lock);
+	moecache_nl_event(MOECACHE_EV_POOL_CREATED, req->name, 0, 0);
+	return 0;
+
+out_free:
+	pool_free(pool);
+out_unlock:
+	mutex_unlock(&moecache_pools_lock);
+	return ret;
+}
+
+bool moecache_pool_may_admin(struct moecache_pool *pool)
+{
+	return uid_eq(current_euid(), pool->uid) || capable(CAP_SYS_ADMIN);
+}
+
+void pool_unlink(struct moecache_pool *pool)
+{
+	lockdep_assert_held(&moecache_pools_lock);
+	list_del_init(&pool->node);
+	moecache_n_pools--;
+	moecache_host_bytes -= (u64)pool->n_pages << PAGE_SHIFT;
+}
+
+int moecache_pool_destroy(const char *name)
+{
+	char ev_name[MOECACHE_NAME_LEN];
+	struct moecache_pool *pool;
+	int ret = 0;
+
+	mutex_lock(&moecache_pools_lock);
+	pool = pool_find(name);
+	if (!pool) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	if (!moecache_pool_may_admin(pool)) {
+		ret = -EPERM;
+		goto out_unlock;
+	}
+	spin_lock(&pool->lock);
+	if (pool->n_files)
+		ret = -EBUSY;
+	spin_unlock(&pool->lock);
+	if (ret)
+		goto out_unlock;
+	pool_unlink(pool);
+	strscpy(ev_name, pool->name, sizeof(ev_name));
+	kref_put(&pool->ref, pool_release);
+	mutex_unlock(&moecache_pools_lock);
+	moecache_nl_event(MOECACHE_EV_POOL_DESTROYED, ev_name, 0, 0);
+	return 0;
+
+out_unlock:
+	mutex_unlock(&moecache_pools_lock);
+	return ret;
+}
+
+/* IPC-style check of the pool's mode for MAY_READ or MAY_WRITE. */
+bool pool_permits(struct moecache_pool *pool, int want)
+{
+	unsigned int granted;
+
+	if (uid_eq(current_euid(), pool->uid))
+		granted = pool->mode >> 6;
+	else if (in_egroup_p(pool->gid))
+		granted = pool->mode >> 3;
+	else
+		granted = pool->mode;
+	if ((want & granted & 7) == want)
+		return true;
+	return capable(CAP_SYS_ADMIN);
+}
+
+int moecache_visit_pools(moecache_pool_fn fn, void *arg, unsigned long *pos)
+{
+	struct moecache_pool *pool;
+	unsigned long i = 0;
+	int ret = 0;
+
+	mutex_lock(&moecache_pools_lock);
+	list_for_each_entry(pool, &moecache_pools, node) {
+		if (i++ < *pos)
+			continue;
+		ret = fn(pool, arg);
+		if (ret)
+			break;
+		*pos = i;
+	}
+	mutex_unlock(&moecache_pools_lock);
+	return ret;
+}
+
+int moecache_with_pool(const char *name, moecache_pool_fn fn, void *arg)
+{
+	struct moecache_pool *pool;
+	int ret;
+
+	mutex_lock(&moecache_pools_lock);
+	pool = pool_find(name);
+	ret = pool ? fn(pool, arg) : -ENOENT;
+	mutex_unlock(&moecache_pools_lock);
+	return ret;
+}
+
+void moecache_pool_describe(struct moecache_pool *pool,
+			    struct moecache_pool_desc *desc)
+{
+	memset(desc, 0, sizeof(*desc));
+	strscpy(desc->name, pool->name, sizeof(desc->name));
+	desc->n_layers = pool->n_layers;
+	desc->n_experts = pool->n_experts;
+	desc->expert_begin = pool->expert_begin;
+	desc->expert_end = pool->expert_end;
+	desc->n_slots = pool->n_slots;
+	desc->expert_bytes = pool->expert_bytes;
+	desc->host_bytes = (u64)pool->n_pages << PAGE_SHIFT;
+	desc->uid = from_kuid_munged(current_user_ns(), pool->uid);
+	desc->gid = from_kgid_munged(current_user_ns(), pool->gid);
+	desc->mode = pool->mode;
+	spin_lock(&pool->lock);
+	desc->flags = pool->hdr->flags;
+	desc->n_files = pool->n_files;
+	desc->agent_pid = pool->agent_pid;
+	desc->agent_epoch = pool->hdr->agent_epoch;
+	spin_unlock(&pool->lock);
+}
+
+int moecache_pool_stats(struct moecache_pool *pool, u32 layer,
+			struct moecache_stats *st)
+{
+	const struct moecache_counters *c;
+
+	if (layer != MOECACHE_NONE && layer >= pool->n_layers)
+		return -EINVAL;
+	memset(st, 0, sizeof(*st));
+	st->layer = layer;
+	spin_lock(&pool->lock);
+	c = layer == MOECACHE_NONE ? &pool->total : &pool->layer[layer];
+	st->hits = c->c[C_HITS];
+	st->misses = c->c[C_MISSES];
+	st->prefetch_hits = c->c[C_PREFETCH_HITS];
+	st->prefetches = c->c[C_PREFETCHES];
+	st->evictions = c->c[C_EVICTIONS];
+	st->commits = c->c[C_COMMITS];
+	st->aborts = c->c[C_ABORTS];
+	st->bytes_copied = c->c[C_BYTES_COPIED];
+	st->waits = c->c[C_WAITS];
+	st->wait_ns = c->c[C_WAIT_NS];
+	memcpy(st->wait_hist, c->wait_hist, sizeof(st->wait_hist));
+	st->resident = pool->n_resident;
+	st->filling = pool->n_filling;
+	st->pinned_slots = pool->n_pinned_slots;
+	st->pins = min_t(u64, pool->n_pins, U32_MAX);
+	st->queued = pool->n_queued;
+	st->inflight = pool->n_inflight;
+	st->n_clients = pool->n_clients;
+	st->agent_pid = pool->agent_pid;
+	spin_unlock(&pool->lock);
+	return 0;
+}
+
+long ioc_get_info(struct moecache_pool *pool, struct moecache_file *mf,
+		  void __user *argp)
+{
+	struct moecache_info info = {
+		.abi_version = MOECACHE_ABI_VERSION,
+		.max_pools = max_pools,
+		.max_layers = max_layers,
+		.max_experts = max_experts,
+		.max_slots = max_slots,
+		.max_batch = max_batch,
+		.max_host_bytes = (u64)max_host_mb << 20,
+		.max_expert_bytes = (u64)max_expert_mb << 20,
+	};
+
+	mutex_lock(&moecache_pools_lock);
+	info.n_pools = moecache_n_pools;
+	info.host_bytes_used = moecache_host_bytes;
+	mutex_unlock(&moecache_pools_lock);
+	return copy_to_user(argp, &info, sizeof(info)) ? -EFAULT : 0;
+}
+
+long ioc_pool_create(struct moecache_pool *pool, struct moecache_file *mf,
+		     void __user *argp)
+{
+	struct moecache_pool_create req;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	return moecache_pool_create(&req);
+}
+
+long ioc_pool_destroy(struct moecache_pool *pool, struct moecache_file *mf,
+		      void __user *argp)
+{
+	struct moecache_pool_name req;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (!name_valid(req.name) || req.flags || req.pad)
+		return -EINVAL;
+	return moecache_pool_destroy(req.name);
+}

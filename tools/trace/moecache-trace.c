@@ -39,7 +39,20 @@ struct cli {
 	bool per_layer;
 	bool prefetch;
 	bool oracles;
+	/* the time model */
+	bool timing;
+	const char *preset;		 /* NULL: h200 */
+	struct moe_timing_config tcfg;	 /* fields set by flags override the preset */
+	unsigned int tset;		 /* TSET_* bits: which fields the flags set */
+	double hint_accuracy;		 /* 0: not given */
 };
+
+#define TSET_LINK 1u
+#define TSET_ENGINES 2u
+#define TSET_CPU 4u
+#define TSET_LAYER 8u
+#define TSET_BYTES 16u
+#define TIMING_DEFAULT_PRESET "h200"
 
 static void usage(FILE *f)
 {
@@ -49,8 +62,13 @@ static void usage(FILE *f)
 	    "                          [--policy NAME] [--per-layer] [--prompt NAME]\n"
 	    "                          [--phase prefill|decode|all] [--prefetch] [--profile FILE]\n"
 	    "                          [--lookahead TOKENS] (with --policy lookahead)\n"
+	    "                          [--hint-accuracy P] (prefetch from an emulated engine hint)\n"
+	    "                          [--timing [--preset h200|slow-link] [--link-gbps G]\n"
+	    "                           [--copy-engines N] [--cpu-gbps G] [--layer-us T]\n"
+	    "                           [--expert-bytes B]]\n"
 	    "       moecache-trace table --trace FILE [--trace FILE...] [--capacity F,F,...]\n"
-	    "                          [--per-layer] [--oracles]\n"
+	    "                          [--per-layer] [--oracles] [--preset NAME and the\n"
+	    "                          timing flags above, for the time columns]\n"
 	    "       moecache-trace profile --trace FILE --out FILE [--prompt NAME] [--phase P]\n"
 	    "       moecache-trace info --trace FILE\n"
 	    "policies:");
@@ -104,6 +122,73 @@ static int parse_count(const char *arg, unsigned long max, uint32_t *out)
 	return 0;
 }
 
+/* --link-gbps, --cpu-gbps, --layer-us, --hint-accuracy: finite numbers in range. */
+static int parse_timing_number(struct cli *c, int opt, const char *arg)
+{
+	static const struct {
+		int opt;
+		const char *name;
+		double lo, hi;
+		bool lo_open;
+	} spec[] = {
+	    {'L', "--link-gbps", 0, 1e6, true},
+	    {'C', "--cpu-gbps", 0, 1e6, false},
+	    {'Y', "--layer-us", 0, 1e9, false},
+	    {'H', "--hint-accuracy", 0, 1, true},
+	};
+	unsigned int i = 0;
+	char *end;
+	double v;
+
+	while (spec[i].opt != opt)
+		i++;
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v >= spec[i].lo && v <= spec[i].hi) ||
+	    (spec[i].lo_open && v == spec[i].lo)) {
+		fprintf(stderr, "moecache-trace: %s: \"%s\" is not a number in %s%g, %g]\n",
+			spec[i].name, arg, spec[i].lo_open ? "(" : "[", spec[i].lo, spec[i].hi);
+		return -EINVAL;
+	}
+	switch (opt) {
+	case 'L':
+		c->tcfg.link_gbps = v;
+		c->tset |= TSET_LINK;
+		break;
+	case 'C':
+		c->tcfg.cpu_gbps = v;
+		c->tset |= TSET_CPU;
+		break;
+	case 'Y':
+		c->tcfg.layer_us = v;
+		c->tset |= TSET_LAYER;
+		break;
+	default:
+		c->hint_accuracy = v;
+		break;
+	}
+	return 0;
+}
+
+/* The preset (h200 unless --preset) with the fields the flags set. */
+static struct moe_timing_config cli_timing(const struct cli *c)
+{
+	struct moe_timing_config t;
+
+	moe_timing_preset_get(c->preset ? c->preset : TIMING_DEFAULT_PRESET, &t);
+	if (c->tset & TSET_LINK)
+		t.link_gbps = c->tcfg.link_gbps;
+	if (c->tset & TSET_ENGINES)
+		t.copy_engines = c->tcfg.copy_engines;
+	if (c->tset & TSET_CPU)
+		t.cpu_gbps = c->tcfg.cpu_gbps;
+	if (c->tset & TSET_LAYER)
+		t.layer_us = c->tcfg.layer_us;
+	if (c->tset & TSET_BYTES)
+		t.expert_bytes = c->tcfg.expert_bytes;
+	return t;
+}
+
 static int parse_args(int argc, char **argv, struct cli *c)
 {
 	static const struct option opts[] = {
@@ -119,6 +204,14 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	    {"out", required_argument, NULL, 'o'},
 	    {"lookahead", required_argument, NULL, 'k'},
 	    {"oracles", no_argument, NULL, 'O'},
+	    {"timing", no_argument, NULL, 'T'},
+	    {"preset", required_argument, NULL, 'R'},
+	    {"link-gbps", required_argument, NULL, 'L'},
+	    {"copy-engines", required_argument, NULL, 'E'},
+	    {"cpu-gbps", required_argument, NULL, 'C'},
+	    {"layer-us", required_argument, NULL, 'Y'},
+	    {"expert-bytes", required_argument, NULL, 'B'},
+	    {"hint-accuracy", required_argument, NULL, 'H'},
 	    {"help", no_argument, NULL, '?'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -158,6 +251,49 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		case 'O':
 			c->oracles = true;
 			break;
+		case 'T':
+			c->timing = true;
+			break;
+		case 'R':
+			if (moe_timing_preset_get(optarg, &c->tcfg)) {
+				fprintf(stderr,
+					"moecache-trace: --preset: \"%s\" is not h200 or slow-link\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->preset = optarg;
+			break;
+		case 'L':
+		case 'C':
+		case 'Y':
+		case 'H':
+			if (parse_timing_number(c, opt, optarg))
+				return -EINVAL;
+			break;
+		case 'E':
+			if (parse_count(optarg, MOE_PLAN_MAX_ENGINES, &c->tcfg.copy_engines)) {
+				fprintf(stderr,
+					"moecache-trace: --copy-engines: \"%s\" is not a count in "
+					"[1, %d]\n",
+					optarg, MOE_PLAN_MAX_ENGINES);
+				return -EINVAL;
+			}
+			c->tset |= TSET_ENGINES;
+			break;
+		case 'B': {
+			uint32_t bytes;
+
+			if (parse_count(optarg, UINT32_MAX - 1, &bytes)) {
+				fprintf(stderr,
+					"moecache-trace: --expert-bytes: \"%s\" is not a positive "
+					"count of bytes below 4 GiB\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->tcfg.expert_bytes = bytes;
+			c->tset |= TSET_BYTES;
+			break;
+		}
 		case 'p':
 			c->policy = optarg;
 			break;
@@ -252,21 +388,70 @@ static void json_add_u64(struct json_object *o, const char *key, uint64_t v)
 	json_object_object_add(o, key, json_object_new_int64((int64_t)v));
 }
 
+static void json_add_double(struct json_object *o, const char *key, double v)
+{
+	json_object_object_add(o, key, json_object_new_double(v));
+}
+
+/* The time model's figures (top level) and its parameters ("timing"). */
+static void json_add_timing(struct json_object *o, const struct cli *c,
+			    const struct moe_timing_config *t, const struct moe_sim_result *r)
+{
+	const struct moe_timing_result *m = &r->timing;
+	struct json_object *p = json_object_new_object();
+	double tokens = r->tokens ? (double)r->tokens : 1.0;
+	double bytes = (double)(t->expert_bytes ? t->expert_bytes
+						: MOE_TIMING_DEFAULT_EXPERT_BYTES);
+
+	json_add_double(o, "modeled_speed", m->modeled_speed);
+	json_add_double(o, "stall_us_per_token", m->stall_us / tokens);
+	json_add_double(o, "copies_per_token", (double)m->copies / tokens);
+	json_add_double(o, "cpu_experts_per_token", (double)m->cpu_experts / tokens);
+	json_add_u64(o, "wasted_prefetch_bytes", m->wasted_prefetch_bytes);
+	json_add_double(o, "link_utilisation", m->link_utilisation);
+	json_object_object_add(p, "preset", json_object_new_string(c->preset ? c->preset
+									  : TIMING_DEFAULT_PRESET));
+	json_add_double(p, "link_gbps", t->link_gbps);
+	json_add_u64(p, "copy_engines", t->copy_engines);
+	json_add_double(p, "cpu_gbps", t->cpu_gbps);
+	json_add_double(p, "layer_us", t->layer_us);
+	json_add_u64(p, "expert_bytes", (uint64_t)bytes);
+	json_add_double(p, "copy_us", bytes / (t->link_gbps * 1e3));
+	json_add_double(p, "cpu_us", t->cpu_gbps > 0 ? bytes / (t->cpu_gbps * 1e3) : 0);
+	json_add_double(p, "us_per_token", m->total_us / tokens);
+	json_add_double(p, "resident_us_per_token", m->resident_us / tokens);
+	json_add_u64(p, "waited_copies", m->waited_copies);
+	json_add_u64(p, "background_copies", m->background_copies);
+	json_add_u64(p, "prefetch_copies", m->prefetch_copies);
+	json_add_u64(p, "cpu_experts", m->cpu_experts);
+	json_add_u64(p, "cpu_not_admitted", r->not_admitted);
+	json_add_u64(p, "late", m->late);
+	json_object_object_add(o, "timing", p);
+}
+
 static int cmd_sim(const struct cli *c)
 {
 	struct moe_profile profile = {0};
 	struct moe_sim_result r, base;
 	struct moe_trace_view v = {0};
 	struct moe_trace *t = NULL;
+	struct moe_timing_config tcfg = cli_timing(c);
 	struct moe_sim_config cfg = {
 	    .policy = c->policy,
 	    .per_layer = c->per_layer,
-	    .prefetch = c->prefetch,
+	    .prefetch = c->prefetch || c->hint_accuracy > 0,
 	    .lookahead = c->lookahead,
+	    .timing = c->timing ? &tcfg : NULL,
+	    .hint_accuracy = c->hint_accuracy,
 	};
 	struct json_object *o = NULL;
 	int ret;
 
+	if (!c->timing && (c->preset || c->tset)) {
+		fprintf(stderr, "moecache-trace sim: --preset and the timing flags go with "
+				"--timing\n");
+		return -EINVAL;
+	}
 	if (c->n_traces != 1 || (!c->slots) == (!c->n_capacities) || c->n_capacities > 1) {
 		fprintf(stderr,
 			"moecache-trace sim: one --trace and one of --capacity or --slots\n");
@@ -325,7 +510,9 @@ static int cmd_sim(const struct cli *c)
 	json_add_u64(o, "evictions", r.evictions);
 	json_add_u64(o, "bypassed", r.bypassed);
 	json_object_object_add(o, "hit_rate", json_object_new_double(r.hit_rate));
-	if (c->prefetch) {
+	if (r.timed)
+		json_add_timing(o, c, &tcfg, &r);
+	if (cfg.prefetch) {
 		struct json_object *pf = json_object_new_object();
 
 		/* The same run without prefetch, for the net effect. */
@@ -346,8 +533,22 @@ static int cmd_sim(const struct cli *c)
 		json_object_object_add(
 		    pf, "demand_misses_saved",
 		    json_object_new_int64((int64_t)base.misses - (int64_t)r.misses));
-		json_add_u64(pf, "copies", r.misses - r.bypassed + r.prefetch_issued);
-		json_add_u64(pf, "copies_without_prefetch", base.misses - base.bypassed);
+		json_add_u64(pf, "copies",
+			     r.misses - r.bypassed - r.not_admitted + r.prefetch_issued);
+		json_add_u64(pf, "copies_without_prefetch",
+			     base.misses - base.bypassed - base.not_admitted);
+		if (c->hint_accuracy > 0)
+			json_object_object_add(pf, "hint_accuracy",
+					       json_object_new_double(c->hint_accuracy));
+		if (base.timed) {
+			json_object_object_add(
+			    pf, "modeled_speed_without_prefetch",
+			    json_object_new_double(base.timing.modeled_speed));
+			json_object_object_add(
+			    pf, "speedup",
+			    json_object_new_double(r.timing.modeled_speed /
+						   base.timing.modeled_speed));
+		}
 		json_object_object_add(o, "prefetch", pf);
 	}
 	printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |

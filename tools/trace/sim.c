@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hint.h"
 #include "sim.h"
 
 #define SIM_NONE UINT32_MAX
@@ -40,6 +41,8 @@ struct sim {
 	uint64_t stamp;
 	struct sim_future fut;
 	struct moe_sim_result *res;
+	struct moe_timing *tm; /* NULL: no time model */
+	uint64_t hint_rng;
 };
 
 int moe_sim_slots_for(const struct moe_trace *t, double fraction, uint32_t *out)
@@ -237,12 +240,16 @@ static int sim_fill(struct sim *s, uint32_t id, bool prefetch)
 			s->res->prefetch_wasted++;
 		}
 		moe_policy_removed(c->policy, slot);
+		if (s->tm)
+			moe_timing_evicted(s->tm, old);
 		s->id_slot[old] = SIM_NONE;
 		s->res->evictions++;
 	}
 	c->owner[slot] = id;
 	s->id_slot[id] = slot;
 	moe_policy_inserted(c->policy, slot, plocal, expert, prefetch);
+	if (s->tm)
+		moe_timing_filled(s->tm, id, prefetch);
 	if (prefetch) {
 		s->pf_pending[id] = true;
 		s->pf_stamp[id] = s->stamp;
@@ -264,6 +271,7 @@ static void sim_free(struct sim *s)
 	free(s->pf_pending);
 	free(s->fut.first);
 	free(s->fut.steps);
+	moe_timing_destroy(s->tm);
 }
 
 static int sim_setup(struct sim *s, const struct moe_sim_config *cfg,
@@ -350,13 +358,16 @@ int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg
 	struct moe_profile own = {0};
 	const struct moe_profile *profile;
 	const struct moe_trace *t;
-	uint32_t *guess = NULL;
+	uint32_t *guess = NULL, *step_ids = NULL;
+	bool *resident = NULL;
 	int err;
 
 	if (!v || !v->trace || !cfg || !out || !cfg->n_slots)
 		return -EINVAL;
 	t = v->trace;
 	if (cfg->per_layer && cfg->n_slots < t->n_layers)
+		return -EINVAL;
+	if (!(cfg->hint_accuracy >= 0.0 && cfg->hint_accuracy <= 1.0))
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
 	profile = cfg->profile;
@@ -368,10 +379,20 @@ int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg
 	}
 	err = sim_setup(&s, cfg, profile);
 	if (!err && cfg->prefetch) {
-		err = moe_predictor_create(t->n_layers, t->n_experts, &pred);
+		if (!cfg->hint_accuracy)
+			err = moe_predictor_create(t->n_layers, t->n_experts, &pred);
 		guess = malloc(sizeof(*guess) * t->n_experts);
 		if (!err && !guess)
 			err = -ENOMEM;
+		s.hint_rng = 0x9e3779b97f4a7c15ULL;
+	}
+	if (!err && cfg->timing) {
+		err = moe_timing_create(cfg->timing, t->n_layers, s.n_ids, &s.tm);
+		step_ids = malloc(sizeof(*step_ids) * (t->top_k ? t->top_k : 1));
+		resident = malloc(sizeof(*resident) * (t->top_k ? t->top_k : 1));
+		if (!err && (!step_ids || !resident))
+			err = -ENOMEM;
+		out->timed = !err;
 	}
 	if (err)
 		goto out;
@@ -392,6 +413,8 @@ int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg
 
 			s.stamp = step + 1;
 			out->steps++;
+			if (s.tm)
+				moe_timing_step_begin(s.tm);
 			for (uint32_t j = 0; j < k; j++) {
 				uint32_t id = l * t->n_experts + sel[j];
 
@@ -406,36 +429,62 @@ int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg
 				}
 				moe_policy_access(c->policy, plocal, sel[j], 1, step);
 			}
+			if (s.tm) {
+				for (uint32_t j = 0; j < k; j++) {
+					step_ids[j] = l * t->n_experts + sel[j];
+					resident[j] = s.id_slot[step_ids[j]] != SIM_NONE;
+				}
+				err = moe_timing_plan(s.tm, step_ids, resident, k);
+				if (err)
+					goto out;
+			}
 			for (uint32_t j = 0; j < k; j++) {
 				uint32_t id = l * t->n_experts + sel[j];
 
 				if (s.id_slot[id] != SIM_NONE)
 					continue;
 				out->misses++;
+				if (s.tm && !moe_timing_admit(s.tm, id)) {
+					out->not_admitted++;
+					continue;
+				}
 				err = sim_fill(&s, id, false);
 				if (err)
 					goto out;
 			}
-			if (!pred)
-				continue;
-			moe_predictor_observe(pred, l, sel, k);
-			n = moe_predictor_predict(pred, l, sel, k, guess, k);
-
+			n = 0;
+			if (pred) {
+				moe_predictor_observe(pred, l, sel, k);
+				n = moe_predictor_predict(pred, l, sel, k, guess, k);
+			} else if (cfg->prefetch) {
+				n = (int)moe_hint_next_layer(v->tokens[i], t->n_layers, t->n_experts, l,
+							     cfg->hint_accuracy, &s.hint_rng, guess,
+							     k);
+			}
 			for (int j = 0; j < n; j++) {
 				uint32_t id = (l + 1) * t->n_experts + guess[j];
 
 				if (s.id_slot[id] != SIM_NONE)
 					continue;
+				/* Only when it can use link time before it is needed. */
+				if (s.tm && !moe_timing_prefetch_useful(s.tm))
+					break;
 				err = sim_fill(&s, id, true);
 				if (err)
 					goto out;
 			}
+			if (s.tm)
+				moe_timing_step_end(s.tm);
 		}
 	}
+	if (s.tm)
+		moe_timing_result(s.tm, out->steps, &out->timing);
 	for (uint32_t id = 0; id < s.n_ids; id++)
 		out->prefetch_unused += s.pf_pending[id];
 	out->hit_rate = out->accesses ? (double)out->hits / (double)out->accesses : 0.0;
 out:
+	free(step_ids);
+	free(resident);
 	free(guess);
 	moe_predictor_destroy(pred);
 	sim_free(&s);

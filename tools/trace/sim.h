@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "../../agent/policy/policy.h"
+#include "timing.h"
 #include "trace.h"
 
 struct moe_sim_config {
@@ -27,6 +28,15 @@ struct moe_sim_config {
 	bool prefetch;
 	const struct moe_profile *profile; /* for static; NULL: ranked from the view itself */
 	uint32_t lookahead;		   /* for lookahead: tokens it sees ahead (0: 1) */
+	/* The decode time model (timing.h); NULL: hit counts only. */
+	const struct moe_timing_config *timing;
+	/*
+	 * With prefetch: 0 uses the next-layer predictor; P in (0, 1] emulates
+	 * an engine's hint of the next layer (a pre-gating router), each of the
+	 * next layer's experts named with probability P, else a wrong one.
+	 * 1 is the oracle prefetch that prices the bound.
+	 */
+	double hint_accuracy;
 };
 
 struct moe_sim_result {
@@ -43,6 +53,10 @@ struct moe_sim_result {
 	uint64_t prefetch_saved; /* demand accesses that hit on a prefetched, still unused expert */
 	uint64_t prefetch_wasted; /* prefetched, then evicted before any use */
 	uint64_t prefetch_unused; /* prefetched and never used by the end */
+	/* with timing */
+	bool timed;
+	uint64_t not_admitted; /* misses computed on the CPU and left out of the bank */
+	struct moe_timing_result timing;
 };
 
 /* floor(fraction * n_layers * n_experts), at least 1; -EINVAL for a fraction outside (0, 1]. */
@@ -54,7 +68,13 @@ int moe_sim_profile_from(const struct moe_trace_view *v, struct moe_profile *out
 /*
  * Runs the view through a cache. Returns 0, -ENOENT for an unknown policy,
  * -EINVAL for a bad config (no slots; per-layer with fewer slots than
- * layers), -ENOMEM, or -EPROTO if the policy returned a slot it must not.
+ * layers; a bad timing config or hint accuracy), -ENOMEM, or -EPROTO if the
+ * policy returned a slot it must not.
+ *
+ * With timing, each step's experts that are not ready are planned
+ * (agent/policy/plan.h): a miss the plan computes on the CPU without
+ * admitting it is counted a miss and not filled; the rest are filled as
+ * above.
  */
 int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg,
 		struct moe_sim_result *out);

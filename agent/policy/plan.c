@@ -81,7 +81,11 @@ int moe_plan_layer(const struct moe_plan_cost *cost, const struct moe_plan_queue
 			best_x = x;
 		}
 	}
-	/* Background copies: behind the demand copies and the earlier ones. */
+	/*
+	 * Background copies: behind the demand copies and the earlier ones.
+	 * One is admitted while the queue ahead of it drains within a token
+	 * at full speed, so it starts before the expert's next possible use.
+	 */
 	plan_link_done(cost, q, copy_left_us, order, best_x, n, free_at);
 	backlog = q->background_us > 0 ? q->background_us : 0;
 	for (uint32_t e = 0; e < cost->n_engines; e++)
@@ -89,7 +93,7 @@ int moe_plan_layer(const struct moe_plan_cost *cost, const struct moe_plan_queue
 	horizon = (double)cost->n_layers * cost->layer_us;
 	for (uint32_t i = best_x; i-- > 0;) {
 		uint32_t id = order[i];
-		bool admit = (backlog + copy_left_us[id]) / cost->n_engines <= horizon;
+		bool admit = backlog / cost->n_engines <= horizon;
 
 		action[id] = admit ? MOE_PLAN_CPU_ADMIT : MOE_PLAN_CPU;
 		if (admit)

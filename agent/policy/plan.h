@@ -26,13 +26,13 @@
  * (the most copy time left first), as many as make end smallest; on a tie,
  * fewer (a copy waited for is admitted, so it is a hit next time).
  *
- * A CPU-computed expert is admitted only when its background copy,
- * queued behind every demand copy and every earlier background copy, is
- * expected to finish before its next possible use, one token away. On a
- * saturated link the CPU then takes the misses without the admission
- * evicting anything; on an idle link every miss is admitted, exactly as
- * when every miss is waited for, so computing on the CPU never costs a
- * future hit there.
+ * A CPU-computed expert is admitted only when its background copy, queued
+ * behind every demand copy and every earlier background copy, starts
+ * before the expert's next possible use, one token (n_layers x layer_us)
+ * away: the queue ahead of it drains by then. On a saturated link the CPU
+ * then takes the misses without admissions piling up; on a link with room
+ * every miss is admitted, as when every miss is waited for, so computing
+ * on the CPU does not cost future hits there.
  *
  * The simulator (tools/trace) and the client library run this same code;
  * the caller supplies the copy queue's depth (libmoecache reads it from the

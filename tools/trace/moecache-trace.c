@@ -254,8 +254,11 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		case 'T':
 			c->timing = true;
 			break;
-		case 'R':
-			if (moe_timing_preset_get(optarg, &c->tcfg)) {
+		case 'R': {
+			struct moe_timing_config known;
+
+			/* Only the name: flags given before it keep their values. */
+			if (moe_timing_preset_get(optarg, &known)) {
 				fprintf(stderr,
 					"moecache-trace: --preset: \"%s\" is not h200 or slow-link\n",
 					optarg);
@@ -263,6 +266,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			}
 			c->preset = optarg;
 			break;
+		}
 		case 'L':
 		case 'C':
 		case 'Y':

@@ -183,3 +183,88 @@ Test(cli, basic_info_return_rates, .description = "info prints the return rates 
 	cr_expect_not_null(strstr(r.out, "\"return_rate_by_gap\""), "%s", r.out);
 	cr_expect_not_null(strstr(r.out, "\"base_rate\":0.25"), "%s", r.out);
 }
+
+Test(cli, basic_sim_timing_prints_the_model,
+     .description = "sim --timing adds modeled_speed, stall_us_per_token, copies_per_token, "
+		    "cpu_experts_per_token, wasted_prefetch_bytes and link_utilisation")
+{
+	static const char *const keys[] = {
+	    "\"modeled_speed\"",	 "\"stall_us_per_token\"",    "\"copies_per_token\"",
+	    "\"cpu_experts_per_token\"", "\"wasted_prefetch_bytes\"", "\"link_utilisation\""};
+	const char *const args[] = {"sim", "--trace", "TRACE", "--slots", "2", "--timing", NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	for (unsigned int i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		cr_expect_not_null(strstr(r.out, keys[i]), "%s: %s", keys[i], r.out);
+	cr_expect_not_null(strstr(r.out, "\"preset\":\"h200\""), "%s", r.out);
+}
+
+Test(cli, basic_timing_flags_override_the_preset_in_any_order,
+     .description = "regression (--preset after a flag reset it): a flag wins over --preset "
+		    "wherever it stands")
+{
+	const char *const before[] = {"sim",	   "--trace",  "TRACE",	 "--slots",
+				      "2",	   "--timing", "--cpu-gbps", "0",
+				      "--preset", "slow-link", NULL};
+	const char *const after[] = {"sim",	 "--trace",    "TRACE",	     "--slots",
+				     "2",	 "--timing",   "--preset",  "slow-link",
+				     "--cpu-gbps", "0",	       NULL};
+	struct run a, b;
+
+	run_tool(&a, before);
+	run_tool(&b, after);
+	cr_assert_eq(a.status, 0, "%s", a.err);
+	cr_assert_eq(b.status, 0, "%s", b.err);
+	cr_expect_not_null(strstr(a.out, "\"cpu_gbps\":0.0"), "%s", a.out);
+	cr_expect_not_null(strstr(a.out, "\"link_gbps\":12.5"), "%s", a.out);
+	cr_expect_str_eq(a.out, b.out);
+}
+
+Test(cli, basic_expert_bytes_and_link_set_the_copy_time,
+     .description = "--expert-bytes 1000000 over --link-gbps 1 is a 1000 us copy")
+{
+	const char *const args[] = {"sim",	    "--trace", "TRACE",	      "--slots",
+				    "2",	    "--timing", "--expert-bytes", "1000000",
+				    "--link-gbps", "1",	       NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "\"copy_us\":1000.0"), "%s", r.out);
+}
+
+Test(cli, bad_input_timing_flags_without_timing,
+     .description = "a timing flag without --timing is refused, not ignored")
+{
+	const char *const args[] = {"sim", "--trace", "TRACE", "--slots", "2", "--layer-us", "10",
+				    NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_expect_neq(r.status, 0);
+	cr_expect_not_null(strstr(r.err, "--timing"), "%s", r.err);
+}
+
+Test(cli, bad_input_timing_values, .description = "an unknown preset, a zero link or an "
+						  "accuracy above 1 is a usage error (exit 2)")
+{
+	static const char *const bad[][2] = {{"--preset", "h100"},
+					     {"--link-gbps", "0"},
+					     {"--cpu-gbps", "-1"},
+					     {"--copy-engines", "0"},
+					     {"--expert-bytes", "0"},
+					     {"--hint-accuracy", "1.5"},
+					     {"--layer-us", "nan"}};
+
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *const args[] = {"sim",	"--trace", "TRACE", "--slots", "2",
+					    "--timing", bad[i][0], bad[i][1], NULL};
+		struct run r;
+
+		run_tool(&r, args);
+		cr_expect_eq(r.status, 2, "%s %s: %d", bad[i][0], bad[i][1], r.status);
+		cr_expect_not_null(strstr(r.err, bad[i][0]), "%s", r.err);
+	}
+}

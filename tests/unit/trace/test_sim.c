@@ -431,3 +431,217 @@ Test(sim, basic_reference_figures_olmoe,
 	}
 	moe_trace_free(t);
 }
+
+/* The time model (tools/trace/timing.h) through the simulator. */
+
+struct timed {
+	const char *policy;
+	bool cpu;      /* the host computes experts (else: every miss waited for) */
+	bool prefetch; /* the next-layer predictor, or the hint below */
+	double hint;   /* hint accuracy with prefetch; 0: the predictor */
+};
+
+static const struct timed lru_demand = {.policy = "lru"};
+static const struct timed default_plan = {.policy = MOE_POLICY_DEFAULT, .cpu = true};
+static const struct timed default_plan_prefetch = {
+    .policy = MOE_POLICY_DEFAULT, .cpu = true, .prefetch = true};
+
+static struct moe_sim_result run_timed(const struct moe_trace *t, const char *prompt,
+				       const struct timed *how, uint32_t slots,
+				       const char *preset)
+{
+	struct moe_timing_config tc;
+	struct moe_trace_view v;
+	struct moe_sim_result r;
+	struct moe_sim_config cfg = {.policy = how->policy,
+				     .n_slots = slots,
+				     .prefetch = how->prefetch,
+				     .hint_accuracy = how->hint,
+				     .timing = &tc};
+
+	cr_assert_eq(moe_timing_preset_get(preset, &tc), 0);
+	if (!how->cpu)
+		tc.cpu_gbps = 0;
+	cr_assert_eq(moe_trace_select(t, prompt, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_sim_run(&v, &cfg, &r), 0);
+	cr_assert(r.timed);
+	moe_trace_view_free(&v);
+	return r;
+}
+
+static double speed(const struct moe_trace *t, const char *prompt, const struct timed *how,
+		    double fraction, const char *preset)
+{
+	uint32_t slots;
+
+	cr_assert_eq(moe_sim_slots_for(t, fraction, &slots), 0);
+	return run_timed(t, prompt, how, slots, preset).timing.modeled_speed;
+}
+
+/* A layer always needs experts 0 and 1: after the cold start everything hits. */
+Test(sim, basic_timing_all_hits_run_at_resident_speed,
+     .description = "once every expert is resident each step costs layer_us; the cold start "
+		    "is the only stall")
+{
+	struct moe_trace *t = gen_trace(10, 2, sel_pair);
+	struct moe_sim_result r = run_timed(t, NULL, &lru_demand, 4, "h200");
+	double copy = MOE_TIMING_DEFAULT_EXPERT_BYTES / 50e3;
+
+	/* Step 0: two copies on one link; step 1: two more; then 18 steps of 45 us. */
+	cr_expect_float_eq(r.timing.total_us, 2 * copy + 2 * copy + 18 * 45.0, 1e-6);
+	cr_expect_eq(r.timing.copies, 4);
+	cr_expect_float_eq(r.timing.modeled_speed, 20 * 45.0 / r.timing.total_us, 1e-12);
+	moe_trace_free(t);
+}
+
+/* Layer 0 cycles through 8 experts, one a token; layers 1 to 3 always use expert 0. */
+static uint32_t sel_one_new_per_token(uint32_t t, uint32_t l, uint32_t *out)
+{
+	out[0] = l ? 0 : t % 8;
+	return 1;
+}
+
+Test(sim, basic_timing_cpu_split_keeps_hits_on_idle_link,
+     .description = "regression (a greedy split that left CPU experts out lost hits): one "
+		    "miss a token leaves the link room, so every CPU expert is admitted and the "
+		    "hits are the demand-only ones")
+{
+	struct moe_trace *t = gen_trace(100, 4, sel_one_new_per_token);
+	struct moe_timing_config tc;
+	struct moe_trace_view v;
+	struct moe_sim_result only, plan;
+	struct moe_sim_config cfg = {.policy = "lru", .n_slots = 7};
+
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_sim_run(&v, &cfg, &only), 0);
+	cr_assert_eq(moe_timing_preset_get("h200", &tc), 0);
+	/*
+	 * A 150 us layer with 126 us on the CPU beats a 252 us copy; a token
+	 * (600 us) drains the one copy it adds, and each of the cold start's
+	 * four copies starts within a token of being queued.
+	 */
+	tc.layer_us = 150;
+	cfg.timing = &tc;
+	cr_assert_eq(moe_sim_run(&v, &cfg, &plan), 0);
+	cr_expect_geq(plan.timing.cpu_experts, 90);
+	cr_expect_eq(plan.not_admitted, 0);
+	cr_expect_eq(plan.timing.late, 0);
+	cr_expect_eq(plan.hits, only.hits);
+	cr_expect_eq(plan.misses, only.misses);
+	moe_trace_view_free(&v);
+	moe_trace_free(t);
+}
+
+Test(sim, bad_input_hint_accuracy, .description = "a hint accuracy outside [0, 1] is -EINVAL")
+{
+	struct moe_trace *t = gen_trace(4, 2, sel_pair);
+	struct moe_trace_view v;
+	struct moe_sim_result r;
+	struct moe_sim_config cfg = {.n_slots = 4, .prefetch = true, .hint_accuracy = 1.5};
+
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_expect_eq(moe_sim_run(&v, &cfg, &r), -EINVAL);
+	cfg.hint_accuracy = -0.1;
+	cr_expect_eq(moe_sim_run(&v, &cfg, &r), -EINVAL);
+	moe_trace_view_free(&v);
+	moe_trace_free(t);
+}
+
+Test(sim, basic_hint_oracle_prefetch_is_always_right,
+     .description = "a hint of accuracy 1 names exactly the next layer's experts: every "
+		    "prefetch is used")
+{
+	struct moe_trace *t = gen_trace(50, 3, sel_random);
+	struct moe_trace_view v;
+	struct moe_sim_result r;
+	struct moe_sim_config cfg = {
+	    .policy = "lru", .n_slots = 48, .prefetch = true, .hint_accuracy = 1.0};
+
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_sim_run(&v, &cfg, &r), 0);
+	cr_expect_gt(r.prefetch_issued, 0);
+	cr_expect_eq(r.prefetch_wasted + r.prefetch_unused, 0);
+	moe_trace_view_free(&v);
+	moe_trace_free(t);
+}
+
+static const double timed_capacities[] = {0.05, 0.10, 0.25, 0.50, 0.75, 1.0};
+static const char *const presets[] = {"h200", "slow-link"};
+
+/* The bar of the default with the h200 preset, and never below LRU anywhere. */
+static double check_timed_default(const struct moe_trace *t, const char *prompt)
+{
+	const char *name = prompt ? prompt : "(whole)";
+	double at25 = 0;
+
+	for (unsigned int p = 0; p < 2; p++) {
+		for (unsigned int i = 0; i < 6; i++) {
+			double f = timed_capacities[i];
+			double lru = speed(t, prompt, &lru_demand, f, presets[p]);
+			double def = speed(t, prompt, &default_plan_prefetch, f, presets[p]);
+
+			cr_expect_geq(def, lru, "%s %s %s at %.0f%%: default %.4f below lru %.4f",
+				      t->path, name, presets[p], f * 100, def, lru);
+			if (p == 0 && f == 0.10)
+				cr_expect_geq(def, 2 * lru, "%s %s at 10%%: %.4f < 2 x lru %.4f",
+					      t->path, name, def, lru);
+			if (p == 0 && f == 0.25)
+				at25 = def / lru;
+		}
+	}
+	return at25;
+}
+
+Test(sim, perf_timing_default_doubles_lru_at_10pct,
+     .description = "h200: the default plan is at least 2x LRU demand-only's modeled speed at "
+		    "10% on every shared trace and prompt, 1.5x on average at 25%, and never below "
+		    "LRU at any capacity or preset")
+{
+	struct moe_trace *o = load_shared("olmoe-1b-7b.decode.jsonl");
+	struct moe_trace *g = load_shared("granite-3.0-1b-a400m.prefill-decode.json");
+	double sum = 0;
+
+	if (!o || !g)
+		cr_skip_test("../shared/traces is absent");
+	sum += check_timed_default(o, NULL);
+	for (uint32_t p = 0; p < g->n_prompts; p++)
+		check_timed_default(g, g->prompts[p]);
+	sum += check_timed_default(g, NULL);
+	cr_expect_geq(sum / 2, 1.5, "average over the two traces at 25%%: %.3f", sum / 2);
+	moe_trace_free(o);
+	moe_trace_free(g);
+}
+
+Test(sim, perf_timing_prefetch_never_slower,
+     .description = "with the time model, prefetch on (the predictor, or a hint of accuracy "
+		    "0.5, 0.8, 0.95) is never slower than prefetch off, at any capacity or preset")
+{
+	static const double hints[] = {0, 0.5, 0.8, 0.95};
+	const char *names[] = {"olmoe-1b-7b.decode.jsonl", "granite-3.0-1b-a400m.prefill-decode.json"};
+
+	for (unsigned int n = 0; n < 2; n++) {
+		struct moe_trace *t = load_shared(names[n]);
+
+		if (!t)
+			cr_skip_test("../shared/traces is absent");
+		for (unsigned int p = 0; p < 2; p++) {
+			for (unsigned int i = 0; i < 6; i += 2) {
+				double f = timed_capacities[i + 1];
+				double off = speed(t, NULL, &default_plan, f, presets[p]);
+
+				for (unsigned int h = 0; h < 4; h++) {
+					struct timed how = default_plan_prefetch;
+					double on;
+
+					how.hint = hints[h];
+					on = speed(t, NULL, &how, f, presets[p]);
+					cr_expect_geq(on, off - 1e-12,
+						      "%s %s at %.0f%% hint %.2f: %.5f < %.5f",
+						      names[n], presets[p], f * 100, hints[h], on,
+						      off);
+				}
+			}
+		}
+		moe_trace_free(t);
+	}
+}

@@ -597,6 +597,27 @@ static const struct table_col table_oracles[] = {
     {.label = "belady", .policy = "belady"},
 };
 
+/*
+ * The time columns of the main table, with the preset: LRU waiting for
+ * every miss, the default with its plan and prefetch, and the bound
+ * (Belady's victims, an oracle next-layer prefetch and the plan's
+ * copy-or-compute choice).
+ */
+struct table_timed {
+	const char *label;
+	const char *policy;
+	bool cpu;
+	bool prefetch;
+	double hint;
+};
+
+static const struct table_timed table_timed_cols[] = {
+    {.label = "speed: lru", .policy = "lru"},
+    {.label = "speed: default", .policy = MOE_POLICY_DEFAULT, .cpu = true, .prefetch = true},
+    {.label = "speed: belady bound", .policy = "belady", .cpu = true, .prefetch = true, .hint = 1},
+};
+#define TABLE_TIMED_COLS (sizeof(table_timed_cols) / sizeof(table_timed_cols[0]))
+
 #define TABLE_MAX_COLS 16
 _Static_assert(sizeof(table_policies) / sizeof(table_policies[0]) <= TABLE_MAX_COLS &&
 		   sizeof(table_oracles) / sizeof(table_oracles[0]) <= TABLE_MAX_COLS,
@@ -606,6 +627,8 @@ struct table {
 	const struct table_col *cols;
 	unsigned int n_cols;
 	bool half; /* print the hit rate that closes half the gap */
+	bool timed; /* the time columns */
+	struct moe_timing_config timing;
 };
 
 static void table_gap(double hit, double lru, double belady)
@@ -614,6 +637,40 @@ static void table_gap(double hit, double lru, double belady)
 		printf(" %.0f%% |", 100.0 * (hit - lru) / (belady - lru));
 	else
 		printf(" - |");
+}
+
+/* The time columns of one row: speeds, default / lru, copies and CPU experts per token. */
+static int table_time_cells(const struct cli *c, const struct table *tab,
+			    const struct moe_trace_view *v, uint32_t n_slots)
+{
+	struct moe_sim_result r[TABLE_TIMED_COLS];
+
+	for (unsigned int j = 0; j < TABLE_TIMED_COLS; j++) {
+		const struct table_timed *col = &table_timed_cols[j];
+		struct moe_timing_config tc = tab->timing;
+		struct moe_sim_config cfg = {
+		    .policy = col->policy,
+		    .n_slots = n_slots,
+		    .per_layer = c->per_layer,
+		    .prefetch = col->prefetch,
+		    .hint_accuracy = col->hint,
+		    .timing = &tc,
+		};
+		int ret;
+
+		if (!col->cpu)
+			tc.cpu_gbps = 0;
+		ret = run_sim(v, &cfg, &r[j]);
+		if (ret)
+			return ret;
+		printf(" %.4f |", r[j].timing.modeled_speed);
+	}
+	printf(" %.2fx |", r[1].timing.modeled_speed / r[0].timing.modeled_speed);
+	table_gap(r[1].timing.modeled_speed, r[0].timing.modeled_speed, r[2].timing.modeled_speed);
+	printf(" %.1f | %.1f |",
+	       (double)r[1].timing.copies / (double)r[1].tokens,
+	       (double)r[1].timing.cpu_experts / (double)r[1].tokens);
+	return 0;
 }
 
 static int table_rows(const struct cli *c, const struct table *tab, const struct moe_trace *t,
@@ -656,6 +713,11 @@ static int table_rows(const struct cli *c, const struct table *tab, const struct
 		for (unsigned int j = 0; j < tab->n_cols; j++)
 			if (tab->cols[j].gap)
 				table_gap(hit[j], lru, belady);
+		if (tab->timed) {
+			ret = table_time_cells(c, tab, &v, n_slots);
+			if (ret)
+				goto out;
+		}
 		printf("\n");
 	}
 out:
@@ -673,15 +735,20 @@ static int cmd_table(struct cli *c)
 	unsigned int n_extra = 0;
 
 	if (c->slots || c->policy || c->prompt || c->profile || c->prefetch || c->lookahead ||
-	    c->phase != MOE_TRACE_ALL) {
-		fprintf(stderr, "moecache-trace table: takes --trace, --capacity, --per-layer and "
-				"--oracles only\n");
+	    c->hint_accuracy > 0 || c->phase != MOE_TRACE_ALL ||
+	    (c->oracles && (c->preset || c->tset))) {
+		fprintf(stderr, "moecache-trace table: takes --trace, --capacity, --per-layer, "
+				"--oracles, and without --oracles --preset and the timing "
+				"flags\n");
 		return -EINVAL;
 	}
 	if (c->oracles) {
 		tab.cols = table_oracles;
 		tab.n_cols = sizeof(table_oracles) / sizeof(table_oracles[0]);
 		tab.half = true;
+	} else {
+		tab.timed = true;
+		tab.timing = cli_timing(c);
 	}
 	if (!c->n_capacities) {
 		memcpy(c->capacities, default_capacities, sizeof(default_capacities));
@@ -699,6 +766,13 @@ static int cmd_table(struct cli *c)
 			printf(" gap closed: %s |", tab.cols[j].label);
 			n_extra++;
 		}
+	}
+	if (tab.timed) {
+		for (unsigned int j = 0; j < TABLE_TIMED_COLS; j++)
+			printf(" %s |", table_timed_cols[j].label);
+		printf(" default / lru | speed gap closed: default | copies/token: default | "
+		       "cpu experts/token: default |");
+		n_extra += TABLE_TIMED_COLS + 4;
 	}
 	printf("\n|---|---|---|");
 	for (unsigned int j = 0; j < tab.n_cols + n_extra; j++)

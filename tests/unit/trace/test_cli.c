@@ -268,3 +268,21 @@ Test(cli, bad_input_timing_values, .description = "an unknown preset, a zero lin
 		cr_expect_not_null(strstr(r.err, bad[i][0]), "%s", r.err);
 	}
 }
+
+Test(cli, basic_table_time_columns,
+     .description = "table prints the time columns with the preset it is given")
+{
+	const char *const args[] = {"table",   "--trace",    "TRACE",	  "--capacity",
+				    "0.5",     "--preset",   "slow-link", NULL};
+	const char *const bad[] = {"table", "--trace", "TRACE", "--oracles", "--preset", "h200",
+				   NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "| speed: lru | speed: default | speed: belady bound |"),
+			   "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "cpu experts/token: default"), "%s", r.out);
+	run_tool(&r, bad);
+	cr_expect_neq(r.status, 0);
+}

@@ -1,11 +1,11 @@
 # moecache-bench: the paths measured as ratios (run in the VM by `make bench`).
 BENCH_BIN  := $(BIN)/moecache-bench
-BENCH_OBJS := $(OBJ)/tools/bench/moecache-bench.o $(AGENT_BACKEND_OBJS)
+BENCH_OBJS := $(OBJ)/tools/bench/moecache-bench.o $(OBJ)/tools/bench/policy.o $(AGENT_BACKEND_OBJS)
 CFLAGS_tools += -I.
 
 PROGRAMS += $(BENCH_BIN)
 
-$(BENCH_BIN): $(BENCH_OBJS) $(LIBMOECACHE_A)
+$(BENCH_BIN): $(BENCH_OBJS) $(LIBMOECACHE_A) $(LIBOUT)/libmoepolicy.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(LINK_INPUTS) $(JSONC_LIBS) -lm
 

@@ -7,8 +7,9 @@
  * them), with 10^3, 10^4 and 10^5 slots, beside LRU in the same run. The
  * bank holds half the experts of 32 layers; each step is one layer with 8
  * experts drawn from a skewed distribution (a few hot experts per layer,
- * as routing is), so the misses come at a realistic rate. No device: this
- * is the policy's own code, measured natively.
+ * as routing is), so the misses come at a realistic rate. The bank starts
+ * full (every layer's share), so every miss asks for a victim. No device:
+ * this is the policy's own code, measured natively.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -87,6 +88,16 @@ static int pb_run(const char *name, uint32_t n_slots, uint64_t accesses, double 
 		goto out;
 	memset(b.owner, 0xff, sizeof(*b.owner) * n_slots);
 	memset(b.where, 0xff, sizeof(*b.where) * n_ids);
+	/* A full bank from the start, every layer's share, so every miss asks for a victim. */
+	for (uint32_t slot = 0; slot < n_slots; slot++) {
+		uint32_t layer = slot % PB_LAYERS, e = slot / PB_LAYERS;
+		uint32_t id = layer * b.n_experts + e;
+
+		b.owner[slot] = id;
+		b.where[id] = slot;
+		moe_policy_inserted(p, slot, layer, e, false);
+	}
+	b.n_used = n_slots;
 	t0 = pb_now_ns();
 	for (uint64_t step = 0; done < accesses; step++) {
 		uint32_t layer = step % PB_LAYERS, sel[PB_TOP_K], n = 0;

@@ -28,9 +28,9 @@
 
 struct pb_bank {
 	uint32_t n_slots, n_experts, n_used;
-	uint32_t *owner;   /* slot -> id or UINT32_MAX */
-	uint32_t *where;   /* id -> slot or UINT32_MAX */
-	uint64_t *needed;  /* id -> step + 1 when the current step needs it */
+	uint32_t *owner;  /* slot -> id or UINT32_MAX */
+	uint32_t *where;  /* id -> slot or UINT32_MAX */
+	uint64_t *needed; /* id -> step + 1 when the current step needs it */
 	uint64_t stamp;
 };
 
@@ -125,7 +125,8 @@ static int pb_run(const char *name, uint32_t n_slots, uint64_t accesses, double 
 			if (b.n_used < n_slots) {
 				slot = b.n_used++;
 			} else {
-				int v = moe_policy_victim(p, layer, sel[j], false, pb_evictable, &b);
+				int v =
+				    moe_policy_victim(p, layer, sel[j], false, pb_evictable, &b);
 
 				if (v < 0) {
 					err = v;

@@ -41,10 +41,10 @@ struct cli {
 	bool oracles;
 	/* the time model */
 	bool timing;
-	const char *preset;		 /* NULL: h200 */
-	struct moe_timing_config tcfg;	 /* fields set by flags override the preset */
-	unsigned int tset;		 /* TSET_* bits: which fields the flags set */
-	double hint_accuracy;		 /* 0: not given */
+	const char *preset;	       /* NULL: h200 */
+	struct moe_timing_config tcfg; /* fields set by flags override the preset */
+	unsigned int tset;	       /* TSET_* bits: which fields the flags set */
+	double hint_accuracy;	       /* 0: not given */
 };
 
 #define TSET_LINK 1u
@@ -62,7 +62,8 @@ static void usage(FILE *f)
 	    "                          [--policy NAME] [--per-layer] [--prompt NAME]\n"
 	    "                          [--phase prefill|decode|all] [--prefetch] [--profile FILE]\n"
 	    "                          [--lookahead TOKENS] (with --policy lookahead)\n"
-	    "                          [--hint-accuracy P] (prefetch from an emulated engine hint)\n"
+	    "                          [--hint-accuracy P] (prefetch from an emulated engine "
+	    "hint)\n"
 	    "                          [--timing [--preset h200|slow-link] [--link-gbps G]\n"
 	    "                           [--copy-engines N] [--cpu-gbps G] [--layer-us T]\n"
 	    "                           [--expert-bytes B]]\n"
@@ -259,9 +260,10 @@ static int parse_args(int argc, char **argv, struct cli *c)
 
 			/* Only the name: flags given before it keep their values. */
 			if (moe_timing_preset_get(optarg, &known)) {
-				fprintf(stderr,
-					"moecache-trace: --preset: \"%s\" is not h200 or slow-link\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "moecache-trace: --preset: \"%s\" is not h200 or slow-link\n",
+				    optarg);
 				return -EINVAL;
 			}
 			c->preset = optarg;
@@ -404,8 +406,8 @@ static void json_add_timing(struct json_object *o, const struct cli *c,
 	const struct moe_timing_result *m = &r->timing;
 	struct json_object *p = json_object_new_object();
 	double tokens = r->tokens ? (double)r->tokens : 1.0;
-	double bytes = (double)(t->expert_bytes ? t->expert_bytes
-						: MOE_TIMING_DEFAULT_EXPERT_BYTES);
+	double bytes =
+	    (double)(t->expert_bytes ? t->expert_bytes : MOE_TIMING_DEFAULT_EXPERT_BYTES);
 
 	json_add_double(o, "modeled_speed", m->modeled_speed);
 	json_add_double(o, "stall_us_per_token", m->stall_us / tokens);
@@ -413,8 +415,8 @@ static void json_add_timing(struct json_object *o, const struct cli *c,
 	json_add_double(o, "cpu_experts_per_token", (double)m->cpu_experts / tokens);
 	json_add_u64(o, "wasted_prefetch_bytes", m->wasted_prefetch_bytes);
 	json_add_double(o, "link_utilisation", m->link_utilisation);
-	json_object_object_add(p, "preset", json_object_new_string(c->preset ? c->preset
-									  : TIMING_DEFAULT_PRESET));
+	json_object_object_add(
+	    p, "preset", json_object_new_string(c->preset ? c->preset : TIMING_DEFAULT_PRESET));
 	json_add_double(p, "link_gbps", t->link_gbps);
 	json_add_u64(p, "copy_engines", t->copy_engines);
 	json_add_double(p, "cpu_gbps", t->cpu_gbps);
@@ -545,13 +547,11 @@ static int cmd_sim(const struct cli *c)
 			json_object_object_add(pf, "hint_accuracy",
 					       json_object_new_double(c->hint_accuracy));
 		if (base.timed) {
-			json_object_object_add(
-			    pf, "modeled_speed_without_prefetch",
-			    json_object_new_double(base.timing.modeled_speed));
-			json_object_object_add(
-			    pf, "speedup",
-			    json_object_new_double(r.timing.modeled_speed /
-						   base.timing.modeled_speed));
+			json_object_object_add(pf, "modeled_speed_without_prefetch",
+					       json_object_new_double(base.timing.modeled_speed));
+			json_object_object_add(pf, "speedup",
+					       json_object_new_double(r.timing.modeled_speed /
+								      base.timing.modeled_speed));
 		}
 		json_object_object_add(o, "prefetch", pf);
 	}
@@ -626,7 +626,7 @@ _Static_assert(sizeof(table_policies) / sizeof(table_policies[0]) <= TABLE_MAX_C
 struct table {
 	const struct table_col *cols;
 	unsigned int n_cols;
-	bool half; /* print the hit rate that closes half the gap */
+	bool half;  /* print the hit rate that closes half the gap */
 	bool timed; /* the time columns */
 	struct moe_timing_config timing;
 };
@@ -667,8 +667,7 @@ static int table_time_cells(const struct cli *c, const struct table *tab,
 	}
 	printf(" %.2fx |", r[1].timing.modeled_speed / r[0].timing.modeled_speed);
 	table_gap(r[1].timing.modeled_speed, r[0].timing.modeled_speed, r[2].timing.modeled_speed);
-	printf(" %.1f | %.1f |",
-	       (double)r[1].timing.copies / (double)r[1].tokens,
+	printf(" %.1f | %.1f |", (double)r[1].timing.copies / (double)r[1].tokens,
 	       (double)r[1].timing.cpu_experts / (double)r[1].tokens);
 	return 0;
 }

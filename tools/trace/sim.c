@@ -457,9 +457,9 @@ int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg
 				moe_predictor_observe(pred, l, sel, k);
 				n = moe_predictor_predict(pred, l, sel, k, guess, k);
 			} else if (cfg->prefetch) {
-				n = (int)moe_hint_next_layer(v->tokens[i], t->n_layers, t->n_experts, l,
-							     cfg->hint_accuracy, &s.hint_rng, guess,
-							     k);
+				n = (int)moe_hint_next_layer(v->tokens[i], t->n_layers,
+							     t->n_experts, l, cfg->hint_accuracy,
+							     &s.hint_rng, guess, k);
 			}
 			for (int j = 0; j < n; j++) {
 				uint32_t id = (l + 1) * t->n_experts + guess[j];

@@ -302,8 +302,8 @@ void moe_timing_filled(struct moe_timing *tm, uint32_t id, bool prefetch)
 
 static void tm_waste(struct moe_timing *tm, uint32_t id)
 {
-	double copied = tm->state[id] == TM_READY ? tm->cost.copy_us
-						  : tm->cost.copy_us - tm->left[id];
+	double copied =
+	    tm->state[id] == TM_READY ? tm->cost.copy_us : tm->cost.copy_us - tm->left[id];
 
 	if (tm->pf_unused[id] && tm->state[id] != TM_ABSENT)
 		tm->r.wasted_prefetch_bytes += (uint64_t)(tm->bytes * copied / tm->cost.copy_us);

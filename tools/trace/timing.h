@@ -37,10 +37,10 @@
 #define MOE_TIMING_DEFAULT_EXPERT_BYTES 12582912ULL
 
 struct moe_timing_config {
-	double link_gbps;     /* per copy engine, 1e9 bytes per second */
+	double link_gbps;      /* per copy engine, 1e9 bytes per second */
 	uint32_t copy_engines; /* 1 .. MOE_PLAN_MAX_ENGINES */
-	double cpu_gbps;      /* expert bytes the host computes per second; 0: none */
-	double layer_us;      /* device compute per layer at batch 1 */
+	double cpu_gbps;       /* expert bytes the host computes per second; 0: none */
+	double layer_us;       /* device compute per layer at batch 1 */
 	uint64_t expert_bytes; /* 0: MOE_TIMING_DEFAULT_EXPERT_BYTES */
 };
 
@@ -63,11 +63,11 @@ struct moe_timing_result {
 	uint64_t waited_copies;	    /* demand copies a step waited for */
 	uint64_t background_copies; /* CPU-computed experts admitted by a background copy */
 	uint64_t prefetch_copies;
-	uint64_t cpu_experts;  /* experts computed on the CPU */
-	uint64_t late;	       /* needed while their copy was still under way */
+	uint64_t cpu_experts;		/* experts computed on the CPU */
+	uint64_t late;			/* needed while their copy was still under way */
 	uint64_t wasted_prefetch_bytes; /* bytes copied for prefetches evicted or never used */
-	double link_busy_us; /* engine time spent copying (all engines) */
-	double link_utilisation; /* link_busy_us / (total_us x engines) */
+	double link_busy_us;		/* engine time spent copying (all engines) */
+	double link_utilisation;	/* link_busy_us / (total_us x engines) */
 };
 
 struct moe_timing;

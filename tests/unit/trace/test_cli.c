@@ -188,9 +188,9 @@ Test(cli, basic_sim_timing_prints_the_model,
      .description = "sim --timing adds modeled_speed, stall_us_per_token, copies_per_token, "
 		    "cpu_experts_per_token, wasted_prefetch_bytes and link_utilisation")
 {
-	static const char *const keys[] = {
-	    "\"modeled_speed\"",	 "\"stall_us_per_token\"",    "\"copies_per_token\"",
-	    "\"cpu_experts_per_token\"", "\"wasted_prefetch_bytes\"", "\"link_utilisation\""};
+	static const char *const keys[] = {"\"modeled_speed\"",		"\"stall_us_per_token\"",
+					   "\"copies_per_token\"",	"\"cpu_experts_per_token\"",
+					   "\"wasted_prefetch_bytes\"", "\"link_utilisation\""};
 	const char *const args[] = {"sim", "--trace", "TRACE", "--slots", "2", "--timing", NULL};
 	struct run r;
 
@@ -205,11 +205,11 @@ Test(cli, basic_timing_flags_override_the_preset_in_any_order,
      .description = "regression (--preset after a flag reset it): a flag wins over --preset "
 		    "wherever it stands")
 {
-	const char *const before[] = {"sim",	   "--trace",  "TRACE",	 "--slots",
-				      "2",	   "--timing", "--cpu-gbps", "0",
+	const char *const before[] = {"sim",	  "--trace",   "TRACE",	     "--slots",
+				      "2",	  "--timing",  "--cpu-gbps", "0",
 				      "--preset", "slow-link", NULL};
-	const char *const after[] = {"sim",	 "--trace",    "TRACE",	     "--slots",
-				     "2",	 "--timing",   "--preset",  "slow-link",
+	const char *const after[] = {"sim",	   "--trace",  "TRACE",	   "--slots",
+				     "2",	   "--timing", "--preset", "slow-link",
 				     "--cpu-gbps", "0",	       NULL};
 	struct run a, b;
 
@@ -225,9 +225,9 @@ Test(cli, basic_timing_flags_override_the_preset_in_any_order,
 Test(cli, basic_expert_bytes_and_link_set_the_copy_time,
      .description = "--expert-bytes 1000000 over --link-gbps 1 is a 1000 us copy")
 {
-	const char *const args[] = {"sim",	    "--trace", "TRACE",	      "--slots",
-				    "2",	    "--timing", "--expert-bytes", "1000000",
-				    "--link-gbps", "1",	       NULL};
+	const char *const args[] = {"sim",	"--trace",	  "TRACE",   "--slots",	    "2",
+				    "--timing", "--expert-bytes", "1000000", "--link-gbps", "1",
+				    NULL};
 	struct run r;
 
 	run_tool(&r, args);
@@ -238,8 +238,8 @@ Test(cli, basic_expert_bytes_and_link_set_the_copy_time,
 Test(cli, bad_input_timing_flags_without_timing,
      .description = "a timing flag without --timing is refused, not ignored")
 {
-	const char *const args[] = {"sim", "--trace", "TRACE", "--slots", "2", "--layer-us", "10",
-				    NULL};
+	const char *const args[] = {"sim", "--trace",	 "TRACE", "--slots",
+				    "2",   "--layer-us", "10",	  NULL};
 	struct run r;
 
 	run_tool(&r, args);
@@ -247,19 +247,17 @@ Test(cli, bad_input_timing_flags_without_timing,
 	cr_expect_not_null(strstr(r.err, "--timing"), "%s", r.err);
 }
 
-Test(cli, bad_input_timing_values, .description = "an unknown preset, a zero link or an "
-						  "accuracy above 1 is a usage error (exit 2)")
+Test(cli, bad_input_timing_values,
+     .description = "an unknown preset, a zero link or an "
+		    "accuracy above 1 is a usage error (exit 2)")
 {
-	static const char *const bad[][2] = {{"--preset", "h100"},
-					     {"--link-gbps", "0"},
-					     {"--cpu-gbps", "-1"},
-					     {"--copy-engines", "0"},
-					     {"--expert-bytes", "0"},
-					     {"--hint-accuracy", "1.5"},
+	static const char *const bad[][2] = {{"--preset", "h100"},    {"--link-gbps", "0"},
+					     {"--cpu-gbps", "-1"},    {"--copy-engines", "0"},
+					     {"--expert-bytes", "0"}, {"--hint-accuracy", "1.5"},
 					     {"--layer-us", "nan"}};
 
 	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		const char *const args[] = {"sim",	"--trace", "TRACE", "--slots", "2",
+		const char *const args[] = {"sim",	"--trace", "TRACE",   "--slots", "2",
 					    "--timing", bad[i][0], bad[i][1], NULL};
 		struct run r;
 
@@ -272,10 +270,10 @@ Test(cli, bad_input_timing_values, .description = "an unknown preset, a zero lin
 Test(cli, basic_table_time_columns,
      .description = "table prints the time columns with the preset it is given")
 {
-	const char *const args[] = {"table",   "--trace",    "TRACE",	  "--capacity",
-				    "0.5",     "--preset",   "slow-link", NULL};
-	const char *const bad[] = {"table", "--trace", "TRACE", "--oracles", "--preset", "h200",
-				   NULL};
+	const char *const args[] = {"table", "--trace",	 "TRACE",     "--capacity",
+				    "0.5",   "--preset", "slow-link", NULL};
+	const char *const bad[] = {"table",    "--trace", "TRACE", "--oracles",
+				   "--preset", "h200",	  NULL};
 	struct run r;
 
 	run_tool(&r, args);

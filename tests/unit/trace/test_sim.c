@@ -447,8 +447,7 @@ static const struct timed default_plan_prefetch = {
     .policy = MOE_POLICY_DEFAULT, .cpu = true, .prefetch = true};
 
 static struct moe_sim_result run_timed(const struct moe_trace *t, const char *prompt,
-				       const struct timed *how, uint32_t slots,
-				       const char *preset)
+				       const struct timed *how, uint32_t slots, const char *preset)
 {
 	struct moe_timing_config tc;
 	struct moe_trace_view v;
@@ -617,7 +616,8 @@ Test(sim, perf_timing_prefetch_never_slower,
 		    "0.5, 0.8, 0.95) is never slower than prefetch off, at any capacity or preset")
 {
 	static const double hints[] = {0, 0.5, 0.8, 0.95};
-	const char *names[] = {"olmoe-1b-7b.decode.jsonl", "granite-3.0-1b-a400m.prefill-decode.json"};
+	const char *names[] = {"olmoe-1b-7b.decode.jsonl",
+			       "granite-3.0-1b-a400m.prefill-decode.json"};
 
 	for (unsigned int n = 0; n < 2; n++) {
 		struct moe_trace *t = load_shared(names[n]);

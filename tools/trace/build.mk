@@ -1,6 +1,7 @@
 # libmoetrace: the trace reader and the cache simulator; moecache-trace: the CLI.
 # The simulator runs libmoepolicy.a, the same policy code as moecached.
-MOETRACE_SRCS := tools/trace/trace.c tools/trace/sim.c tools/trace/timing.c tools/trace/hint.c
+MOETRACE_SRCS := tools/trace/trace.c tools/trace/sim.c tools/trace/timing.c tools/trace/hint.c \
+		 tools/trace/batch.c
 MOETRACE_OBJS := $(MOETRACE_SRCS:%.c=$(OBJ)/%.o)
 MOETRACE_LIB  := $(LIBOUT)/libmoetrace.a
 MOETRACE_BIN  := $(BIN)/moecache-trace

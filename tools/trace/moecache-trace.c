@@ -18,6 +18,7 @@
 
 #include <json-c/json.h>
 
+#include "batch.h"
 #include "sim.h"
 #include "trace.h"
 
@@ -45,6 +46,7 @@ struct cli {
 	struct moe_timing_config tcfg; /* fields set by flags override the preset */
 	unsigned int tset;	       /* TSET_* bits: which fields the flags set */
 	double hint_accuracy;	       /* 0: not given */
+	uint32_t batch;		       /* sequences per step; 0: not given (1) */
 };
 
 #define TSET_LINK 1u
@@ -213,6 +215,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	    {"layer-us", required_argument, NULL, 'Y'},
 	    {"expert-bytes", required_argument, NULL, 'B'},
 	    {"hint-accuracy", required_argument, NULL, 'H'},
+	    {"batch", required_argument, NULL, 'b'},
 	    {"help", no_argument, NULL, '?'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -275,6 +278,16 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		case 'H':
 			if (parse_timing_number(c, opt, optarg))
 				return -EINVAL;
+			break;
+		case 'b':
+			if (parse_count(optarg, 4096, &c->batch)) {
+				fprintf(
+				    stderr,
+				    "moecache-trace: --batch: \"%s\" is not a count of sequences "
+				    "in [1, 4096]\n",
+				    optarg);
+				return -EINVAL;
+			}
 			break;
 		case 'E':
 			if (parse_count(optarg, MOE_PLAN_MAX_ENGINES, &c->tcfg.copy_engines)) {
@@ -405,7 +418,8 @@ static void json_add_timing(struct json_object *o, const struct cli *c,
 {
 	const struct moe_timing_result *m = &r->timing;
 	struct json_object *p = json_object_new_object();
-	double tokens = r->tokens ? (double)r->tokens : 1.0;
+	/* Per token of any sequence: a batched step is batch tokens. */
+	double tokens = r->tokens ? (double)r->tokens * (c->batch ? c->batch : 1) : 1.0;
 	double bytes =
 	    (double)(t->expert_bytes ? t->expert_bytes : MOE_TIMING_DEFAULT_EXPERT_BYTES);
 
@@ -439,9 +453,11 @@ static int cmd_sim(const struct cli *c)
 {
 	struct moe_profile profile = {0};
 	struct moe_sim_result r, base;
-	struct moe_trace_view v = {0};
-	struct moe_trace *t = NULL;
+	struct moe_trace_view v = {0}, vb = {0};
+	const struct moe_trace_view *run_v = &v;
+	struct moe_trace *t = NULL, *bt = NULL;
 	struct moe_timing_config tcfg = cli_timing(c);
+	uint32_t batch = c->batch ? c->batch : 1;
 	struct moe_sim_config cfg = {
 	    .policy = c->policy,
 	    .per_layer = c->per_layer,
@@ -486,7 +502,20 @@ static int cmd_sim(const struct cli *c)
 	cfg.n_slots = c->slots;
 	if (!cfg.n_slots)
 		moe_sim_slots_for(t, c->capacities[0], &cfg.n_slots);
-	ret = run_sim(&v, &cfg, &r);
+	/* A step of more experts than one token's computes longer (timing.h). */
+	tcfg.ref_experts = t->top_k;
+	if (batch > 1) {
+		ret = moe_trace_batch(&v, batch, &bt);
+		if (!ret)
+			ret = moe_trace_select(bt, NULL, MOE_TRACE_ALL, &vb);
+		if (ret) {
+			fprintf(stderr, "moecache-trace: --batch %u: %s\n", batch,
+				ret == -EINVAL ? "fewer tokens than sequences" : strerror(-ret));
+			goto out;
+		}
+		run_v = &vb;
+	}
+	ret = run_sim(run_v, &cfg, &r);
 	if (ret)
 		goto out;
 
@@ -508,7 +537,8 @@ static int cmd_sim(const struct cli *c)
 	    json_object_new_double((double)r.slots / ((double)r.n_layers * r.n_experts)));
 	json_add_u64(o, "layers", r.n_layers);
 	json_add_u64(o, "experts", r.n_experts);
-	json_add_u64(o, "tokens", r.tokens);
+	json_add_u64(o, "batch", batch);
+	json_add_u64(o, "tokens", r.tokens * batch);
 	json_add_u64(o, "steps", r.steps);
 	json_add_u64(o, "accesses", r.accesses);
 	json_add_u64(o, "hits", r.hits);
@@ -523,7 +553,7 @@ static int cmd_sim(const struct cli *c)
 
 		/* The same run without prefetch, for the net effect. */
 		cfg.prefetch = false;
-		ret = run_sim(&v, &cfg, &base);
+		ret = run_sim(run_v, &cfg, &base);
 		if (ret) {
 			json_object_put(pf);
 			goto out;
@@ -559,6 +589,8 @@ static int cmd_sim(const struct cli *c)
 							     JSON_C_TO_STRING_NOSLASHESCAPE));
 out:
 	json_object_put(o);
+	moe_trace_view_free(&vb);
+	moe_trace_free(bt);
 	moe_trace_view_free(&v);
 	moe_profile_free(&profile);
 	moe_trace_free(t);
@@ -734,7 +766,7 @@ static int cmd_table(struct cli *c)
 	unsigned int n_extra = 0;
 
 	if (c->slots || c->policy || c->prompt || c->profile || c->prefetch || c->lookahead ||
-	    c->hint_accuracy > 0 || c->phase != MOE_TRACE_ALL ||
+	    c->batch || c->hint_accuracy > 0 || c->phase != MOE_TRACE_ALL ||
 	    (c->oracles && (c->preset || c->tset))) {
 		fprintf(stderr, "moecache-trace table: takes --trace, --capacity, --per-layer, "
 				"--oracles, and without --oracles --preset and the timing "

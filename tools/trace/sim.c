@@ -478,7 +478,7 @@ int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg
 		}
 	}
 	if (s.tm)
-		moe_timing_result(s.tm, out->steps, &out->timing);
+		moe_timing_result(s.tm, &out->timing);
 	for (uint32_t id = 0; id < s.n_ids; id++)
 		out->prefetch_unused += s.pf_pending[id];
 	out->hit_rate = out->accesses ? (double)out->hits / (double)out->accesses : 0.0;

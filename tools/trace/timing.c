@@ -23,7 +23,9 @@ struct tm_list {
 };
 
 struct moe_timing {
-	struct moe_plan_cost cost;
+	struct moe_plan_cost cost; /* layer_us: the current step's */
+	double base_layer_us;
+	uint32_t ref_experts;
 	double bytes;
 	uint32_t n_ids;
 	double now;			      /* start of the current step */
@@ -124,6 +126,8 @@ int moe_timing_create(const struct moe_timing_config *cfg, uint32_t n_layers, ui
 	tm->cost.copy_us = bytes / (cfg->link_gbps * 1e3);
 	tm->cost.cpu_us = cfg->cpu_gbps > 0 ? bytes / (cfg->cpu_gbps * 1e3) : 0;
 	tm->cost.layer_us = cfg->layer_us;
+	tm->base_layer_us = cfg->layer_us;
+	tm->ref_experts = cfg->ref_experts;
 	tm->cost.n_engines = cfg->copy_engines;
 	tm->cost.n_layers = n_layers;
 	tm->n_ids = n_ids;
@@ -226,6 +230,11 @@ int moe_timing_plan(struct moe_timing *tm, const uint32_t *ids, const bool *resi
 		if (resident[i])
 			tm->r.late++;
 	}
+	/* A batched step reads more experts' weights on the device. */
+	tm->cost.layer_us = tm->base_layer_us;
+	if (tm->ref_experts && n > tm->ref_experts)
+		tm->cost.layer_us = tm->base_layer_us * n / tm->ref_experts;
+	tm->r.resident_us += tm->cost.layer_us;
 	for (uint32_t e = 0; e < tm->cost.n_engines; e++)
 		q.engine_busy_us[e] = tm->free_at[e] > tm->now ? tm->free_at[e] - tm->now : 0;
 	q.background_us = tm->background.left_us; /* prefetches yield to it */
@@ -343,12 +352,11 @@ void moe_timing_step_end(struct moe_timing *tm)
 	tm->now = tm->step_end;
 }
 
-void moe_timing_result(struct moe_timing *tm, uint64_t steps, struct moe_timing_result *out)
+void moe_timing_result(struct moe_timing *tm, struct moe_timing_result *out)
 {
 	for (uint32_t id = 0; id < tm->n_ids; id++)
 		tm_waste(tm, id);
 	tm->r.total_us = tm->now;
-	tm->r.resident_us = (double)steps * tm->cost.layer_us;
 	tm->r.stall_us = tm->r.total_us - tm->r.resident_us;
 	tm->r.modeled_speed = tm->r.total_us > 0 ? tm->r.resident_us / tm->r.total_us : 1.0;
 	tm->r.link_utilisation =

@@ -22,8 +22,9 @@
  * queued, holds the whole copy: it never turns into a late copy and never
  * takes link time a background admission was promised.
  *
- * The all-resident reference is n_layers * layer_us per token: modeled_speed
- * is that over the modeled time.
+ * The all-resident reference is the sum of the steps' device time
+ * (n_layers x layer_us per token at batch 1): modeled_speed is that over the
+ * modeled time.
  */
 #ifndef MOECACHE_TOOLS_TRACE_TIMING_H
 #define MOECACHE_TOOLS_TRACE_TIMING_H
@@ -42,6 +43,12 @@ struct moe_timing_config {
 	double cpu_gbps;       /* expert bytes the host computes per second; 0: none */
 	double layer_us;       /* device compute per layer at batch 1 */
 	uint64_t expert_bytes; /* 0: MOE_TIMING_DEFAULT_EXPERT_BYTES */
+	/*
+	 * Batching: a step of n distinct experts computes for
+	 * layer_us x max(1, n / ref_experts) on the device (each expert's
+	 * weights are read once per step, as at batch 1). 0: layer_us always.
+	 */
+	uint32_t ref_experts;
 };
 
 struct moe_timing_preset {
@@ -93,9 +100,9 @@ void moe_timing_filled(struct moe_timing *tm, uint32_t id, bool prefetch);
 void moe_timing_evicted(struct moe_timing *tm, uint32_t id);
 /* Whether a prefetch issued now can use link time before the next step starts. */
 bool moe_timing_prefetch_useful(const struct moe_timing *tm);
-/* The step ends; one more token's worth of steps is counted by the caller. */
+/* The step ends. */
 void moe_timing_step_end(struct moe_timing *tm);
-/* Totals for tokens tokens of n_layers steps each (the run is over). */
-void moe_timing_result(struct moe_timing *tm, uint64_t steps, struct moe_timing_result *out);
+/* The totals (the run is over). */
+void moe_timing_result(struct moe_timing *tm, struct moe_timing_result *out);
 
 #endif /* MOECACHE_TOOLS_TRACE_TIMING_H */

@@ -284,3 +284,22 @@ Test(cli, basic_table_time_columns,
 	run_tool(&r, bad);
 	cr_expect_neq(r.status, 0);
 }
+
+Test(cli, basic_sim_batch,
+     .description = "sim --batch 2 replays two stretches together and "
+		    "counts every sequence's tokens")
+{
+	const char *const args[] = {"sim",     "--trace", "TRACE",    "--slots", "2",
+				    "--batch", "2",	  "--timing", NULL};
+	const char *const bad[] = {"sim", "--trace", "TRACE", "--slots", "2", "--batch", "5", NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "\"batch\":2"), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"tokens\":4"), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"steps\":4"), "2 steps of 2 layers: %s", r.out);
+	run_tool(&r, bad);
+	cr_expect_neq(r.status, 0, "5 sequences of a 4-token trace");
+	cr_expect_not_null(strstr(r.err, "--batch"), "%s", r.err);
+}

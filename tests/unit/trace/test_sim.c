@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 
+#include "../../../tools/trace/batch.h"
 #include "../../../tools/trace/sim.h"
 
 /* Builds a JSON-lines trace: tokens x layers selections from sel(t, l, out) -> count. */
@@ -640,6 +641,97 @@ Test(sim, perf_timing_prefetch_never_slower,
 						      names[n], presets[p], f * 100, hints[h], on,
 						      off);
 				}
+			}
+		}
+		moe_trace_free(t);
+	}
+}
+
+Test(sim, basic_batch_is_the_union_of_stretches,
+     .description = "--batch 2 of 4 tokens: step i of a layer is the union of tokens i and 2 + i, "
+		    "each expert once")
+{
+	struct moe_trace *t = gen_trace(4, 2, sel_lru_seq), *b;
+	struct moe_trace_view v;
+	uint32_t k;
+	const uint32_t *ids;
+
+	/* sel_lru_seq: tokens 0..3 select 0, 1, 0, 2 in every layer. */
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_trace_batch(&v, 2, &b), 0);
+	cr_expect_eq(b->n_tokens, 2);
+	cr_expect_eq(b->top_k, 2);
+	ids = moe_trace_layer(&b->tokens[0], 1, &k);
+	cr_assert_eq(k, 1, "tokens 0 and 2 both select 0");
+	cr_expect_eq(ids[0], 0);
+	ids = moe_trace_layer(&b->tokens[1], 0, &k);
+	cr_assert_eq(k, 2);
+	cr_expect_eq(ids[0], 1);
+	cr_expect_eq(ids[1], 2);
+	{
+		struct moe_trace *none = NULL;
+
+		cr_expect_eq(moe_trace_batch(&v, 5, &none), -EINVAL);
+		cr_expect_eq(moe_trace_batch(&v, 0, &none), -EINVAL);
+		cr_expect_null(none);
+	}
+	moe_trace_view_free(&v);
+	moe_trace_free(b);
+	moe_trace_free(t);
+}
+
+static double batch_speed(const struct moe_trace *t, const struct timed *how, uint32_t batch,
+			  uint32_t slots)
+{
+	struct moe_timing_config tc;
+	struct moe_trace_view v, vb;
+	struct moe_sim_result r;
+	struct moe_trace *b;
+	struct moe_sim_config cfg = {
+	    .policy = how->policy, .n_slots = slots, .prefetch = how->prefetch, .timing = &tc};
+
+	cr_assert_eq(moe_timing_preset_get("h200", &tc), 0);
+	if (!how->cpu)
+		tc.cpu_gbps = 0;
+	tc.ref_experts = t->top_k;
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_trace_batch(&v, batch, &b), 0);
+	cr_assert_eq(moe_trace_select(b, NULL, MOE_TRACE_ALL, &vb), 0);
+	cr_assert_eq(moe_sim_run(&vb, &cfg, &r), 0);
+	moe_trace_view_free(&vb);
+	moe_trace_free(b);
+	moe_trace_view_free(&v);
+	return r.timing.modeled_speed;
+}
+
+Test(sim, perf_timing_batch_default_at_least_lru_and_stream,
+     .description = "h200, B = 1, 4, 16, 32 sequences at 10/25/50%: the default plan is at or "
+		    "above LRU demand-only and above streaming every expert (a one-slot bank)")
+{
+	static const uint32_t batches[] = {1, 4, 16, 32};
+	const char *names[] = {"olmoe-1b-7b.decode.jsonl",
+			       "granite-3.0-1b-a400m.prefill-decode.json"};
+
+	for (unsigned int n = 0; n < 2; n++) {
+		struct moe_trace *t = load_shared(names[n]);
+
+		if (!t)
+			cr_skip_test("../shared/traces is absent");
+		for (unsigned int b = 0; b < 4; b++) {
+			double stream = batch_speed(t, &default_plan, batches[b], 1);
+
+			for (unsigned int i = 0; i < 3; i++) {
+				uint32_t slots;
+				double lru, def;
+
+				cr_assert_eq(moe_sim_slots_for(t, capacities[i], &slots), 0);
+				lru = batch_speed(t, &lru_demand, batches[b], slots);
+				def = batch_speed(t, &default_plan_prefetch, batches[b], slots);
+				cr_expect_geq(def, lru, "%s B=%u %.0f%%: %.4f < lru %.4f", names[n],
+					      batches[b], capacities[i] * 100, def, lru);
+				cr_expect_geq(def, stream, "%s B=%u %.0f%%: %.4f < stream %.4f",
+					      names[n], batches[b], capacities[i] * 100, def,
+					      stream);
 			}
 		}
 		moe_trace_free(t);

@@ -52,7 +52,7 @@ Test(timing, basic_waited_miss_then_hit,
 	moe_timing_step_end(tm);
 	step(tm, id, in, 1);
 	moe_timing_step_end(tm);
-	moe_timing_result(tm, 2, &r);
+	moe_timing_result(tm, &r);
 	cr_expect_float_eq(r.total_us, 110.0, 1e-9);
 	cr_expect_float_eq(r.resident_us, 20.0, 1e-9);
 	cr_expect_float_eq(r.modeled_speed, 20.0 / 110.0, 1e-9);
@@ -78,7 +78,7 @@ Test(timing, basic_cpu_expert_not_admitted_behind_long_queue,
 	moe_timing_step_end(tm);
 	cr_expect_eq(step(tm, b, out, 1), 0); /* 50 us of copy ahead > 10 us */
 	moe_timing_step_end(tm);
-	moe_timing_result(tm, 2, &r);
+	moe_timing_result(tm, &r);
 	cr_expect_float_eq(r.total_us, 100.0, 1e-9);
 	cr_expect_eq(r.cpu_experts, 2);
 	cr_expect_eq(r.background_copies, 1);
@@ -101,7 +101,7 @@ Test(timing, basic_background_copy_late_then_waited,
 	/* Its copy had the link 0..50; 50 us left: wait 50 or the CPU's 50, a tie: wait. */
 	step(tm, id, in, 1);
 	moe_timing_step_end(tm);
-	moe_timing_result(tm, 2, &r);
+	moe_timing_result(tm, &r);
 	cr_expect_float_eq(r.total_us, 100.0, 1e-9);
 	cr_expect_eq(r.late, 1);
 	cr_expect_eq(r.background_copies, 1);
@@ -127,7 +127,7 @@ Test(timing, basic_prefetch_in_idle_time_is_a_hit,
 	moe_timing_step_end(tm);
 	step(tm, b, in, 1);
 	moe_timing_step_end(tm);
-	moe_timing_result(tm, 2, &r);
+	moe_timing_result(tm, &r);
 	cr_expect_float_eq(r.total_us, 600.0, 1e-9);
 	cr_expect_eq(r.late, 0);
 	cr_expect_eq(r.prefetch_copies, 1);
@@ -166,7 +166,7 @@ Test(timing, basic_wasted_prefetch_counts_copied_bytes,
 	moe_timing_step_begin(tm); /* the copy lands */
 	moe_timing_evicted(tm, 3);
 	moe_timing_step_end(tm);
-	moe_timing_result(tm, 2, &r);
+	moe_timing_result(tm, &r);
 	cr_expect_eq(r.wasted_prefetch_bytes, 100000);
 	moe_timing_destroy(tm);
 }

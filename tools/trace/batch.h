@@ -18,4 +18,11 @@
  */
 int moe_trace_batch(const struct moe_trace_view *v, uint32_t batch, struct moe_trace **out);
 
+/*
+ * The view with each prompt's prefill as one step: the union of its prefill
+ * tokens' experts per layer, as one batched forward pass computes them;
+ * decode tokens are kept as they are. Returns 0, -EINVAL, -ENOMEM.
+ */
+int moe_trace_prefill_batched(const struct moe_trace_view *v, struct moe_trace **out);
+
 #endif /* MOECACHE_TOOLS_TRACE_BATCH_H */

@@ -47,6 +47,7 @@ struct cli {
 	unsigned int tset;	       /* TSET_* bits: which fields the flags set */
 	double hint_accuracy;	       /* 0: not given */
 	uint32_t batch;		       /* sequences per step; 0: not given (1) */
+	bool prefill_batched;	       /* a prompt's prefill as one step */
 };
 
 #define TSET_LINK 1u
@@ -216,6 +217,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	    {"expert-bytes", required_argument, NULL, 'B'},
 	    {"hint-accuracy", required_argument, NULL, 'H'},
 	    {"batch", required_argument, NULL, 'b'},
+	    {"prefill-batched", no_argument, NULL, 'F'},
 	    {"help", no_argument, NULL, '?'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -278,6 +280,9 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		case 'H':
 			if (parse_timing_number(c, opt, optarg))
 				return -EINVAL;
+			break;
+		case 'F':
+			c->prefill_batched = true;
 			break;
 		case 'b':
 			if (parse_count(optarg, 4096, &c->batch)) {
@@ -504,7 +509,19 @@ static int cmd_sim(const struct cli *c)
 		moe_sim_slots_for(t, c->capacities[0], &cfg.n_slots);
 	/* A step of more experts than one token's computes longer (timing.h). */
 	tcfg.ref_experts = t->top_k;
-	if (batch > 1) {
+	if (batch > 1 && c->prefill_batched) {
+		fprintf(stderr, "moecache-trace sim: --batch or --prefill-batched, not both\n");
+		ret = -EINVAL;
+		goto out;
+	}
+	if (c->prefill_batched) {
+		ret = moe_trace_prefill_batched(&v, &bt);
+		if (!ret)
+			ret = moe_trace_select(bt, NULL, MOE_TRACE_ALL, &vb);
+		if (ret)
+			goto out;
+		run_v = &vb;
+	} else if (batch > 1) {
 		ret = moe_trace_batch(&v, batch, &bt);
 		if (!ret)
 			ret = moe_trace_select(bt, NULL, MOE_TRACE_ALL, &vb);
@@ -538,7 +555,8 @@ static int cmd_sim(const struct cli *c)
 	json_add_u64(o, "layers", r.n_layers);
 	json_add_u64(o, "experts", r.n_experts);
 	json_add_u64(o, "batch", batch);
-	json_add_u64(o, "tokens", r.tokens * batch);
+	json_object_object_add(o, "prefill_batched", json_object_new_boolean(c->prefill_batched));
+	json_add_u64(o, "tokens", c->prefill_batched ? v.n : r.tokens * batch);
 	json_add_u64(o, "steps", r.steps);
 	json_add_u64(o, "accesses", r.accesses);
 	json_add_u64(o, "hits", r.hits);
@@ -546,6 +564,12 @@ static int cmd_sim(const struct cli *c)
 	json_add_u64(o, "evictions", r.evictions);
 	json_add_u64(o, "bypassed", r.bypassed);
 	json_object_object_add(o, "hit_rate", json_object_new_double(r.hit_rate));
+	json_add_u64(o, "decode_accesses", r.decode_accesses);
+	json_add_u64(o, "decode_hits", r.decode_hits);
+	json_object_object_add(
+	    o, "decode_hit_rate",
+	    json_object_new_double(
+		r.decode_accesses ? (double)r.decode_hits / (double)r.decode_accesses : 0.0));
 	if (r.timed)
 		json_add_timing(o, c, &tcfg, &r);
 	if (cfg.prefetch) {

@@ -420,8 +420,10 @@ int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg
 
 				s.need_stamp[id] = s.stamp;
 				out->accesses++;
+				out->decode_accesses += v->tokens[i]->phase == MOE_TRACE_DECODE;
 				if (s.id_slot[id] != SIM_NONE) {
 					out->hits++;
+					out->decode_hits += v->tokens[i]->phase == MOE_TRACE_DECODE;
 					if (s.pf_pending[id]) {
 						s.pf_pending[id] = false;
 						out->prefetch_saved++;

@@ -47,6 +47,7 @@ struct moe_sim_result {
 	uint64_t accesses, hits, misses, evictions;
 	uint64_t bypassed; /* misses no slot could take: fewer slots than a step's experts */
 	double hit_rate;   /* hits / accesses */
+	uint64_t decode_accesses, decode_hits; /* those of decode tokens */
 	/* prefetch */
 	uint64_t prefetch_issued;  /* copies started on a prediction */
 	uint64_t prefetch_refused; /* predictions the policy would not admit */

@@ -737,3 +737,57 @@ Test(sim, perf_timing_batch_default_at_least_lru_and_stream,
 		moe_trace_free(t);
 	}
 }
+
+/* The decode tokens' hit rate of prompt, phase decode alone or after its prefill. */
+static double decode_hit_rate(const struct moe_trace *t, const char *prompt,
+			      enum moe_trace_phase phase, bool prefill_batched, double fraction)
+{
+	struct moe_trace_view v, vb;
+	struct moe_sim_config cfg = {.policy = MOE_POLICY_DEFAULT};
+	struct moe_sim_result r;
+	struct moe_trace *b = NULL;
+
+	cr_assert_eq(moe_sim_slots_for(t, fraction, &cfg.n_slots), 0);
+	cr_assert_eq(moe_trace_select(t, prompt, phase, &v), 0);
+	if (prefill_batched) {
+		cr_assert_eq(moe_trace_prefill_batched(&v, &b), 0);
+		cr_assert_lt(b->n_tokens, v.n, "the prefill became one step");
+		cr_assert_eq(moe_trace_select(b, NULL, MOE_TRACE_ALL, &vb), 0);
+		cr_assert_eq(moe_sim_run(&vb, &cfg, &r), 0);
+		moe_trace_view_free(&vb);
+	} else {
+		cr_assert_eq(moe_sim_run(&v, &cfg, &r), 0);
+	}
+	moe_trace_view_free(&v);
+	moe_trace_free(b);
+	cr_assert_gt(r.decode_accesses, 0);
+	return (double)r.decode_hits / (double)r.decode_accesses;
+}
+
+Test(sim, perf_prefill_does_not_flush_decode_granite,
+     .description = "on each granite prompt at 10/25/50%, the default's decode-phase hit rate "
+		    "after the prompt's prefill (token by token, or as one batched step) is within "
+		    "0.02 of the same decode without it, or above")
+{
+	struct moe_trace *t = load_shared("granite-3.0-1b-a400m.prefill-decode.json");
+
+	if (!t)
+		cr_skip_test("../shared/traces is absent");
+	for (uint32_t p = 0; p < t->n_prompts; p++) {
+		for (unsigned int i = 0; i < 3; i++) {
+			double f = capacities[i];
+			double alone =
+			    decode_hit_rate(t, t->prompts[p], MOE_TRACE_DECODE, false, f);
+			double after = decode_hit_rate(t, t->prompts[p], MOE_TRACE_ALL, false, f);
+			double batched = decode_hit_rate(t, t->prompts[p], MOE_TRACE_ALL, true, f);
+
+			cr_expect_geq(after, alone - 0.02,
+				      "%s %.0f%%: %.3f after prefill, %.3f alone", t->prompts[p],
+				      f * 100, after, alone);
+			cr_expect_geq(batched, alone - 0.02,
+				      "%s %.0f%%: %.3f after batched prefill, %.3f alone",
+				      t->prompts[p], f * 100, batched, alone);
+		}
+	}
+	moe_trace_free(t);
+}

@@ -447,12 +447,15 @@ static const struct timed default_plan = {.policy = MOE_POLICY_DEFAULT, .cpu = t
 static const struct timed default_plan_prefetch = {
     .policy = MOE_POLICY_DEFAULT, .cpu = true, .prefetch = true};
 
+/* The view of prompt, batch sequences at a time (1: as it is), through the time model. */
 static struct moe_sim_result run_timed(const struct moe_trace *t, const char *prompt,
-				       const struct timed *how, uint32_t slots, const char *preset)
+				       const struct timed *how, uint32_t slots, const char *preset,
+				       uint32_t batch)
 {
 	struct moe_timing_config tc;
-	struct moe_trace_view v;
+	struct moe_trace_view v, vb;
 	struct moe_sim_result r;
+	struct moe_trace *b = NULL;
 	struct moe_sim_config cfg = {.policy = how->policy,
 				     .n_slots = slots,
 				     .prefetch = how->prefetch,
@@ -462,10 +465,19 @@ static struct moe_sim_result run_timed(const struct moe_trace *t, const char *pr
 	cr_assert_eq(moe_timing_preset_get(preset, &tc), 0);
 	if (!how->cpu)
 		tc.cpu_gbps = 0;
+	tc.ref_experts = t->top_k;
 	cr_assert_eq(moe_trace_select(t, prompt, MOE_TRACE_ALL, &v), 0);
-	cr_assert_eq(moe_sim_run(&v, &cfg, &r), 0);
+	if (batch > 1) {
+		cr_assert_eq(moe_trace_batch(&v, batch, &b), 0);
+		cr_assert_eq(moe_trace_select(b, NULL, MOE_TRACE_ALL, &vb), 0);
+		cr_assert_eq(moe_sim_run(&vb, &cfg, &r), 0);
+		moe_trace_view_free(&vb);
+	} else {
+		cr_assert_eq(moe_sim_run(&v, &cfg, &r), 0);
+	}
 	cr_assert(r.timed);
 	moe_trace_view_free(&v);
+	moe_trace_free(b);
 	return r;
 }
 
@@ -475,7 +487,7 @@ static double speed(const struct moe_trace *t, const char *prompt, const struct 
 	uint32_t slots;
 
 	cr_assert_eq(moe_sim_slots_for(t, fraction, &slots), 0);
-	return run_timed(t, prompt, how, slots, preset).timing.modeled_speed;
+	return run_timed(t, prompt, how, slots, preset, 1).timing.modeled_speed;
 }
 
 /* A layer always needs experts 0 and 1: after the cold start everything hits. */
@@ -484,7 +496,7 @@ Test(sim, basic_timing_all_hits_run_at_resident_speed,
 		    "is the only stall")
 {
 	struct moe_trace *t = gen_trace(10, 2, sel_pair);
-	struct moe_sim_result r = run_timed(t, NULL, &lru_demand, 4, "h200");
+	struct moe_sim_result r = run_timed(t, NULL, &lru_demand, 4, "h200", 1);
 	double copy = MOE_TIMING_DEFAULT_EXPERT_BYTES / 50e3;
 
 	/* Step 0: two copies on one link; step 1: two more; then 18 steps of 45 us. */
@@ -565,6 +577,8 @@ Test(sim, basic_hint_oracle_prefetch_is_always_right,
 	moe_trace_free(t);
 }
 
+static const char *const names[] = {"olmoe-1b-7b.decode.jsonl",
+				    "granite-3.0-1b-a400m.prefill-decode.json"};
 static const double timed_capacities[] = {0.05, 0.10, 0.25, 0.50, 0.75, 1.0};
 static const char *const presets[] = {"h200", "slow-link"};
 
@@ -617,8 +631,6 @@ Test(sim, perf_timing_prefetch_never_slower,
 		    "0.5, 0.8, 0.95) is never slower than prefetch off, at any capacity or preset")
 {
 	static const double hints[] = {0, 0.5, 0.8, 0.95};
-	const char *names[] = {"olmoe-1b-7b.decode.jsonl",
-			       "granite-3.0-1b-a400m.prefill-decode.json"};
 
 	for (unsigned int n = 0; n < 2; n++) {
 		struct moe_trace *t = load_shared(names[n]);
@@ -680,37 +692,11 @@ Test(sim, basic_batch_is_the_union_of_stretches,
 	moe_trace_free(t);
 }
 
-static double batch_speed(const struct moe_trace *t, const struct timed *how, uint32_t batch,
-			  uint32_t slots)
-{
-	struct moe_timing_config tc;
-	struct moe_trace_view v, vb;
-	struct moe_sim_result r;
-	struct moe_trace *b;
-	struct moe_sim_config cfg = {
-	    .policy = how->policy, .n_slots = slots, .prefetch = how->prefetch, .timing = &tc};
-
-	cr_assert_eq(moe_timing_preset_get("h200", &tc), 0);
-	if (!how->cpu)
-		tc.cpu_gbps = 0;
-	tc.ref_experts = t->top_k;
-	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
-	cr_assert_eq(moe_trace_batch(&v, batch, &b), 0);
-	cr_assert_eq(moe_trace_select(b, NULL, MOE_TRACE_ALL, &vb), 0);
-	cr_assert_eq(moe_sim_run(&vb, &cfg, &r), 0);
-	moe_trace_view_free(&vb);
-	moe_trace_free(b);
-	moe_trace_view_free(&v);
-	return r.timing.modeled_speed;
-}
-
 Test(sim, perf_timing_batch_default_at_least_lru_and_stream,
      .description = "h200, B = 1, 4, 16, 32 sequences at 10/25/50%: the default plan is at or "
 		    "above LRU demand-only and above streaming every expert (a one-slot bank)")
 {
 	static const uint32_t batches[] = {1, 4, 16, 32};
-	const char *names[] = {"olmoe-1b-7b.decode.jsonl",
-			       "granite-3.0-1b-a400m.prefill-decode.json"};
 
 	for (unsigned int n = 0; n < 2; n++) {
 		struct moe_trace *t = load_shared(names[n]);
@@ -718,15 +704,19 @@ Test(sim, perf_timing_batch_default_at_least_lru_and_stream,
 		if (!t)
 			cr_skip_test("../shared/traces is absent");
 		for (unsigned int b = 0; b < 4; b++) {
-			double stream = batch_speed(t, &default_plan, batches[b], 1);
+			double stream = run_timed(t, NULL, &default_plan, 1, "h200", batches[b])
+					    .timing.modeled_speed;
 
 			for (unsigned int i = 0; i < 3; i++) {
 				uint32_t slots;
 				double lru, def;
 
 				cr_assert_eq(moe_sim_slots_for(t, capacities[i], &slots), 0);
-				lru = batch_speed(t, &lru_demand, batches[b], slots);
-				def = batch_speed(t, &default_plan_prefetch, batches[b], slots);
+				lru = run_timed(t, NULL, &lru_demand, slots, "h200", batches[b])
+					  .timing.modeled_speed;
+				def = run_timed(t, NULL, &default_plan_prefetch, slots, "h200",
+						batches[b])
+					  .timing.modeled_speed;
 				cr_expect_geq(def, lru, "%s B=%u %.0f%%: %.4f < lru %.4f", names[n],
 					      batches[b], capacities[i] * 100, def, lru);
 				cr_expect_geq(def, stream, "%s B=%u %.0f%%: %.4f < stream %.4f",

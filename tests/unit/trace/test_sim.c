@@ -2,6 +2,7 @@
 /* The simulator on generated traces, and the default policy on the shared traces. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -780,4 +781,101 @@ Test(sim, perf_prefill_does_not_flush_decode_granite,
 		}
 	}
 	moe_trace_free(t);
+}
+
+/*
+ * Routing of models not in ../shared/traces, generated: per layer a skewed
+ * popularity over a layer-specific order of the experts, each expert of
+ * the previous token kept with some probability, and an order that drifts.
+ * The default's properties must hold on all of them with the same code.
+ */
+struct synth_shape {
+	uint32_t layers, experts, top_k, tokens;
+	double skew;	/* popularity ~ u^skew: 1 is uniform */
+	double keep;	/* chance an expert of the previous token is used again */
+	uint32_t drift; /* every drift tokens a layer's order rotates by one; 0: never */
+};
+
+static const struct synth_shape synth_shapes[] = {
+    {26, 256, 8, 200, 2.0, 0.3, 10}, /* the held-out shape of the issue */
+    {48, 128, 4, 150, 3.0, 0.5, 0},  /* many layers, hot experts */
+    {16, 64, 8, 200, 1.2, 0.1, 5},   /* near-uniform, drifting */
+};
+
+#define SYNTH_MAX_IDS (200 * 48 * 8)
+static uint32_t synth_sel[SYNTH_MAX_IDS], synth_k;
+static uint32_t synth_layers;
+
+static uint32_t sel_synth(uint32_t t, uint32_t l, uint32_t *out)
+{
+	memcpy(out, &synth_sel[((size_t)t * synth_layers + l) * synth_k], sizeof(*out) * synth_k);
+	return synth_k;
+}
+
+static struct moe_trace *synth_trace(const struct synth_shape *sh)
+{
+	uint64_t x = 0x853c49e6748fea9bULL;
+
+	cr_assert_leq((size_t)sh->tokens * sh->layers * sh->top_k, SYNTH_MAX_IDS);
+	synth_k = sh->top_k;
+	synth_layers = sh->layers;
+	for (uint32_t t = 0; t < sh->tokens; t++) {
+		for (uint32_t l = 0; l < sh->layers; l++) {
+			uint32_t *sel = &synth_sel[((size_t)t * sh->layers + l) * sh->top_k], n = 0;
+			const uint32_t *prev = t ? sel - (size_t)sh->layers * sh->top_k : NULL;
+			uint32_t rot = sh->drift ? t / sh->drift : 0;
+
+			for (uint32_t j = 0; prev && j < sh->top_k; j++) {
+				x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+				if ((double)(x >> 11) / 9007199254740992.0 < sh->keep)
+					sel[n++] = prev[j];
+			}
+			while (n < sh->top_k) {
+				double u;
+				uint32_t e;
+				bool dup = false;
+
+				x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+				u = (double)(x >> 11) / 9007199254740992.0;
+				/* rank -> expert: a per-layer stride, rotated by the drift */
+				e = ((uint32_t)(pow(u, sh->skew) * sh->experts) * 37u + l * 11u +
+				     rot) %
+				    sh->experts;
+				for (uint32_t j = 0; j < n; j++)
+					dup |= sel[j] == e;
+				if (!dup)
+					sel[n++] = e;
+			}
+		}
+	}
+	return gen_trace(sh->tokens, sh->layers, sel_synth);
+}
+
+Test(sim, perf_default_generalises_to_generated_models,
+     .description = "on generated routing of three other shapes (26x256 top-8, 48x128 top-4, "
+		    "16x64 top-8), with both presets, the default plan is never slower than LRU "
+		    "demand-only, nor prefetch than none, at 5% to 100%")
+{
+	static const double fractions[] = {0.05, 0.10, 0.25, 0.50, 0.75, 1.0};
+
+	for (unsigned int s = 0; s < sizeof(synth_shapes) / sizeof(synth_shapes[0]); s++) {
+		struct moe_trace *t = synth_trace(&synth_shapes[s]);
+
+		for (unsigned int i = 0; i < 6; i++) {
+			double f = fractions[i];
+
+			for (unsigned int p = 0; p < 2; p++) {
+				double sl = speed(t, NULL, &lru_demand, f, presets[p]);
+				double sd = speed(t, NULL, &default_plan, f, presets[p]);
+				double sp = speed(t, NULL, &default_plan_prefetch, f, presets[p]);
+
+				cr_expect_geq(sd, sl, "shape %u %s %.0f%%: %.4f < lru %.4f", s,
+					      presets[p], f * 100, sd, sl);
+				cr_expect_geq(sp, sd - 1e-12,
+					      "shape %u %s %.0f%%: prefetch %.5f < none %.5f", s,
+					      presets[p], f * 100, sp, sd);
+			}
+		}
+		moe_trace_free(t);
+	}
 }

@@ -8,6 +8,7 @@ DEB_PACKAGES += libcriterion-dev libjson-c-dev
 
 $(OBJ)/tests/unit/policy/%.o: CFLAGS += $(CRIT_CFLAGS)
 
-$(POLICY_UNIT_TEST): $(POLICY_UNIT_OBJS) $(LIBOUT)/libmoepolicy.a
+# test_bench_policy.c runs moecache-bench --policy from build/bin.
+$(POLICY_UNIT_TEST): $(POLICY_UNIT_OBJS) $(LIBOUT)/libmoepolicy.a | $(BIN)/moecache-bench
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JSONC_LIBS) -lm

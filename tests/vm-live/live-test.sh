@@ -37,6 +37,59 @@ exact_at basic_lru_exact_at_25pct 0.25 \
 exact_at basic_lru_exact_at_50pct 0.50 \
 	"lru, 50% of the OLMoE experts, one WAIT client: live hits and misses equal the simulator's"
 
+# --cold cpu: misses are computed from the host pages while the agent copies
+# them in; the client still checks every layer's output bit for bit.
+cold_shape="--d-model 32 --d-ff 32 --dtype f32"
+cold_pool=live-cold
+
+cold_cpu_run()
+{
+	head -n "$tokens" "${MOECACHE_TRACES:-/traces}/olmoe-1b-7b.decode.jsonl" >"$work/cold.jsonl"
+	# shellcheck disable=SC2086 # the shape is several options
+	cold_bytes=$(moecache-decode --print-expert-bytes $cold_shape) || return 1
+	moecache-demo-pool create "$cold_pool" --layers 16 --experts 64 --slots 256 \
+		--expert-bytes "$cold_bytes" >/dev/null || return 1
+	# shellcheck disable=SC2086
+	moecache-decode --pool "$cold_pool" --fill $cold_shape >/dev/null || return 1
+	moecached --pool "$cold_pool" --foreground 2>"$work/cold-agent.log" &
+	cold_agent=$!
+	i=0
+	until grep -q 'serving:' "$work/cold-agent.log"; do
+		i=$((i + 1))
+		[ $i -lt 600 ] || return 1
+		sleep 0.1
+	done
+	# shellcheck disable=SC2086
+	moecache-decode --pool "$cold_pool" --trace "$work/cold.jsonl" $cold_shape --cold cpu \
+		--json >"$work/cold.json" 2>"$work/cold.err" || return 1
+	grep -q '"verified":"ok"' "$work/cold.json" && grep -q '"mismatches":0' "$work/cold.json" &&
+		! grep -q '"cpu_experts":0[,}]' "$work/cold.json"
+}
+
+cold_cpu_verifies()
+{
+	n=$((n + 1))
+	cold_agent=
+	if cold_cpu_run; then ok=1; else ok=0; fi
+	if [ -n "$cold_agent" ]; then
+		kill -TERM "$cold_agent"
+		wait "$cold_agent"
+	fi
+	moecache-demo-pool destroy "$cold_pool" >/dev/null 2>&1
+	if [ "$ok" = 1 ]; then
+		passed=$((passed + 1))
+		echo "ok $n - basic_cold_cpu_verifies # $1"
+	else
+		failed=$((failed + 1))
+		echo "not ok $n - basic_cold_cpu_verifies # $1"
+		cat "$work/cold.json" "$work/cold.err" "$work/cold-agent.log" 2>/dev/null |
+			sed 's/^/#   /'
+	fi
+}
+
+cold_cpu_verifies "moecache-decode --cold cpu at 25%: misses computed from the host pages, \
+every output equal bit for bit, and some experts were computed on the CPU"
+
 rm -rf "$work"
 echo "live: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -10,6 +10,12 @@
  * for bit. Expert weights are a deterministic function of (seed, layer,
  * expert) (kernels/ref), so --fill (as the pool's loader) writes them and
  * every client can check them.
+ *
+ * With --cold cpu the client does not wait for misses: the acquire pins the
+ * hits and queues the misses (the agent copies them in for later steps), and
+ * the cold experts are computed on the CPU from the host pages, as an engine
+ * that offloads cold experts to the host does (docs/policy.md, the plan of a
+ * layer). The layer's output is still checked bit for bit.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -53,11 +59,13 @@ struct decode_opts {
 	bool keep_waiting;
 	bool check_weights;
 	bool json;
+	bool cold_cpu; /* --cold cpu: compute misses from the host pages, do not wait */
 };
 
 struct decode_counts {
 	uint64_t steps, acquires, hits, misses, lookup_hits, prefetched, remote;
 	uint64_t wait_ns, mismatches, weight_errors;
+	uint64_t cpu_experts; /* --cold cpu: misses computed from the host pages */
 	double seconds;
 };
 
@@ -87,6 +95,8 @@ static const char decode_usage[] =
     "  --start-token T     first step of the trace\n"
     "  --d-model N --d-ff N --dtype f32|bf16 --seed N   expert shape and weights\n"
     "  --prefetch          hint each next layer's experts (from the trace)\n"
+    "  --cold wait|cpu     misses: wait for their copy (default), or compute them on\n"
+    "                      the CPU from the host pages while the agent copies them in\n"
     "  --fast-pins         pin hits without a system call (MOECACHE_ATTACH_FAST_PINS)\n"
     "  --timeout-ms N      longest wait for one acquire (default 60000, 0: none)\n"
     "  --no-keep-waiting   fail when no agent is attached instead of waiting\n"
@@ -151,6 +161,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 		O_LABEL,
 		O_JSON,
 		O_PRINT_BYTES,
+		O_COLD,
 		O_HELP,
 	};
 	static const struct option opts[] = {
@@ -170,6 +181,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 	    {"fast-pins", no_argument, NULL, O_FAST_PINS},
 	    {"timeout-ms", required_argument, NULL, O_TIMEOUT},
 	    {"no-keep-waiting", no_argument, NULL, O_NO_KEEP},
+	    {"cold", required_argument, NULL, O_COLD},
 	    {"no-check-weights", no_argument, NULL, O_NO_CHECK},
 	    {"label", required_argument, NULL, O_LABEL},
 	    {"json", no_argument, NULL, O_JSON},
@@ -243,6 +255,13 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 			break;
 		case O_NO_KEEP:
 			o->keep_waiting = false;
+			break;
+		case O_COLD:
+			if (strcmp(optarg, "wait") && strcmp(optarg, "cpu")) {
+				fprintf(stderr, "moecache-decode: --cold: wait or cpu\n");
+				return -EINVAL;
+			}
+			o->cold_cpu = !strcmp(optarg, "cpu");
 			break;
 		case O_NO_CHECK:
 			o->check_weights = false;
@@ -546,7 +565,9 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 {
 	const struct decode_opts *o = dc->o;
 	struct moecache_acquire_result res;
-	uint32_t flags = MOECACHE_ACQ_WAIT | (o->keep_waiting ? MOECACHE_ACQ_KEEP_WAITING : 0);
+	/* --cold cpu: pin the hits, queue the misses for the agent, wait for none. */
+	uint32_t flags =
+	    o->cold_cpu ? 0 : MOECACHE_ACQ_WAIT | (o->keep_waiting ? MOECACHE_ACQ_KEEP_WAITING : 0);
 	uint32_t n = decode_local_experts(dc, step, layer, dc->experts);
 	uint64_t t0;
 	int ret;
@@ -579,14 +600,20 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 	dc->c.acquires++;
 	dc->c.hits += res.n_hits;
 	dc->c.misses += n - res.n_hits;
-	if (res.n_hits < n)
+	if (res.n_hits < n && !o->cold_cpu)
 		dc->c.wait_ns += now_ns() - t0;
 
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t idx = moecache_map_idx(dc->map, layer, dc->experts[k]);
 
-		dc->rec_bank[k] = moecache_bank_slot(&dc->bank, dc->slots[k]);
 		dc->rec_host[k] = moecache_host_expert(dc->mc, layer, dc->experts[k]);
+		if (o->cold_cpu && dc->slots[k] == MOECACHE_NONE) {
+			/* Cold: computed from the host pages; the agent copies it meanwhile. */
+			dc->rec_bank[k] = dc->rec_host[k];
+			dc->c.cpu_experts++;
+		} else {
+			dc->rec_bank[k] = moecache_bank_slot(&dc->bank, dc->slots[k]);
+		}
 		dc->gate[k] = 1.0f / (float)n;
 		if (!dc->rec_bank[k] || !dc->rec_host[k])
 			return -EPROTO;
@@ -673,6 +700,9 @@ static void decode_report(const struct decode_client *dc, int run_ret)
 		json_object_object_add(j, "hit_rate", json_object_new_double(hit_rate));
 		json_object_object_add(j, "lookup_hits", json_object_new_int64(c->lookup_hits));
 		json_object_object_add(j, "prefetched", json_object_new_int64(c->prefetched));
+		json_object_object_add(j, "cold",
+				       json_object_new_string(o->cold_cpu ? "cpu" : "wait"));
+		json_object_object_add(j, "cpu_experts", json_object_new_int64(c->cpu_experts));
 		json_object_object_add(j, "remote", json_object_new_int64(c->remote));
 		json_object_object_add(j, "wait_ms", json_object_new_double(c->wait_ns / 1e6));
 		json_object_object_add(j, "seconds", json_object_new_double(c->seconds));
@@ -686,13 +716,14 @@ static void decode_report(const struct decode_client *dc, int run_ret)
 		json_object_put(j);
 	} else {
 		printf("decode:%s%s pool=%s start=%u steps=%llu layers=%u top_k=%u hits=%llu "
-		       "misses=%llu hit_rate=%.3f wait_ms=%.1f steps_per_s=%.2f mismatches=%llu "
-		       "verified=%s\n",
+		       "misses=%llu hit_rate=%.3f cpu_experts=%llu wait_ms=%.1f steps_per_s=%.2f "
+		       "mismatches=%llu verified=%s\n",
 		       o->label ? " " : "", o->label ? o->label : "", o->pool, o->start,
 		       (unsigned long long)c->steps, dc->trace->n_layers, dc->trace->top_k,
 		       (unsigned long long)c->hits, (unsigned long long)c->misses, hit_rate,
-		       c->wait_ns / 1e6, c->seconds ? c->steps / c->seconds : 0.0,
-		       (unsigned long long)c->mismatches, verified);
+		       (unsigned long long)c->cpu_experts, c->wait_ns / 1e6,
+		       c->seconds ? c->steps / c->seconds : 0.0, (unsigned long long)c->mismatches,
+		       verified);
 	}
 	fflush(stdout);
 }

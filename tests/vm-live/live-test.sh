@@ -38,12 +38,17 @@ exact_at basic_lru_exact_at_50pct 0.50 \
 	"lru, 50% of the OLMoE experts, one WAIT client: live hits and misses equal the simulator's"
 
 # --cold cpu: misses are computed from the host pages while the agent copies
-# them in; the client still checks every layer's output bit for bit.
+# them in; --cold plan: as the plan of a layer says (some waited for, some
+# on the CPU). The client still checks every layer's output bit for bit.
 cold_shape="--d-model 32 --d-ff 32 --dtype f32"
 cold_pool=live-cold
 
-cold_cpu_run()
+# cold_run "CLIENT OPTIONS" CHECK...: the run, then each CHECK (a grep -E
+# pattern that must match the JSON report).
+cold_run()
 {
+	cold_opts=$1
+	shift
 	head -n "$tokens" "${MOECACHE_TRACES:-/traces}/olmoe-1b-7b.decode.jsonl" >"$work/cold.jsonl"
 	# shellcheck disable=SC2086 # the shape is several options
 	cold_bytes=$(moecache-decode --print-expert-bytes $cold_shape) || return 1
@@ -60,17 +65,24 @@ cold_cpu_run()
 		sleep 0.1
 	done
 	# shellcheck disable=SC2086
-	moecache-decode --pool "$cold_pool" --trace "$work/cold.jsonl" $cold_shape --cold cpu \
+	moecache-decode --pool "$cold_pool" --trace "$work/cold.jsonl" $cold_shape $cold_opts \
 		--json >"$work/cold.json" 2>"$work/cold.err" || return 1
-	grep -q '"verified":"ok"' "$work/cold.json" && grep -q '"mismatches":0' "$work/cold.json" &&
-		! grep -q '"cpu_experts":0[,}]' "$work/cold.json"
+	grep -q '"verified":"ok"' "$work/cold.json" && grep -q '"mismatches":0' "$work/cold.json" ||
+		return 1
+	for check in "$@"; do
+		grep -Eq "$check" "$work/cold.json" || return 1
+	done
 }
 
-cold_cpu_verifies()
+# cold_verifies NAME DESCRIPTION "CLIENT OPTIONS" CHECK...
+cold_verifies()
 {
 	n=$((n + 1))
+	cold_name=$1
+	cold_desc=$2
+	shift 2
 	cold_agent=
-	if cold_cpu_run; then ok=1; else ok=0; fi
+	if cold_run "$@"; then ok=1; else ok=0; fi
 	if [ -n "$cold_agent" ]; then
 		kill -TERM "$cold_agent"
 		wait "$cold_agent"
@@ -78,17 +90,22 @@ cold_cpu_verifies()
 	moecache-demo-pool destroy "$cold_pool" >/dev/null 2>&1
 	if [ "$ok" = 1 ]; then
 		passed=$((passed + 1))
-		echo "ok $n - basic_cold_cpu_verifies # $1"
+		echo "ok $n - $cold_name # $cold_desc"
+		sed 's/^/#   /' "$work/cold.json"
 	else
 		failed=$((failed + 1))
-		echo "not ok $n - basic_cold_cpu_verifies # $1"
+		echo "not ok $n - $cold_name # $cold_desc"
 		cat "$work/cold.json" "$work/cold.err" "$work/cold-agent.log" 2>/dev/null |
 			sed 's/^/#   /'
 	fi
 }
 
-cold_cpu_verifies "moecache-decode --cold cpu at 25%: misses computed from the host pages, \
-every output equal bit for bit, and some experts were computed on the CPU"
+cold_verifies basic_cold_cpu_verifies "moecache-decode --cold cpu at 25%: misses computed \
+from the host pages, every output equal bit for bit, some experts computed on the CPU" \
+	"--cold cpu" '"cpu_experts":[1-9]'
+cold_verifies basic_cold_plan_verifies "moecache-decode --cold plan --layer-us 0 at 25%: the \
+plan waits for some misses and computes others on the CPU, every output equal bit for bit" \
+	"--cold plan --layer-us 0" '"cpu_experts":[1-9]' '"plan_waited":[1-9]'
 
 rm -rf "$work"
 echo "live: $passed passed, $failed failed"

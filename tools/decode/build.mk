@@ -5,11 +5,11 @@ MOECACHE_DECODE := $(BIN)/moecache-decode
 PROGRAMS     += $(MOECACHE_DECODE)
 DEB_PACKAGES += libjson-c-dev
 
-# kernels/ref (weights and FFN) and tools/trace (the trace reader).
+# kernels/ref (weights and FFN), tools/trace (the trace reader), agent/policy (the plan).
 $(OBJ)/tools/decode/%.o: CFLAGS += -Ikernels -Itools
 
 # Literal library paths: their fragments may be read after this one.
 $(MOECACHE_DECODE): $(DECODE_OBJS) $(LIBOUT)/libmoetrace.a $(LIBOUT)/libmoeref.a \
-		$(LIBOUT)/libmoecache.a
+		$(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(JSONC_LIBS) -lm

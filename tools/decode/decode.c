@@ -15,7 +15,12 @@
  * hits and queues the misses (the agent copies them in for later steps), and
  * the cold experts are computed on the CPU from the host pages, as an engine
  * that offloads cold experts to the host does (docs/policy.md, the plan of a
- * layer). The layer's output is still checked bit for bit.
+ * layer). The layer's output is still checked bit for bit. With --cold plan
+ * the plan of a layer (agent/policy/plan.h, the simulator's code) decides:
+ * the acquire pins the hits only (NO_QUEUE), the misses the plan waits for
+ * are acquired with WAIT, those it computes on the CPU and admits are
+ * hinted with PREFETCH (the agent copies them in if its policy agrees), and
+ * the others are computed on the CPU and never queued.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -30,6 +35,7 @@
 
 #include <json-c/json.h>
 
+#include "../../agent/policy/plan.h"
 #include "libmoecache.h"
 #include "ref/moe_ref.h"
 #include "trace/trace.h"
@@ -59,13 +65,15 @@ struct decode_opts {
 	bool keep_waiting;
 	bool check_weights;
 	bool json;
-	bool cold_cpu; /* --cold cpu: compute misses from the host pages, do not wait */
+	enum decode_cold { COLD_WAIT, COLD_CPU, COLD_PLAN } cold; /* --cold: what a miss does */
+	double plan_layer_us; /* --layer-us: device time per layer the plan assumes */
 };
 
 struct decode_counts {
 	uint64_t steps, acquires, hits, misses, lookup_hits, prefetched, remote;
 	uint64_t wait_ns, mismatches, weight_errors;
-	uint64_t cpu_experts; /* --cold cpu: misses computed from the host pages */
+	uint64_t cpu_experts; /* --cold cpu|plan: misses computed from the host pages */
+	uint64_t plan_waited, plan_admitted; /* --cold plan: misses waited for, hinted */
 	double seconds;
 };
 
@@ -81,6 +89,10 @@ struct decode_client {
 	uint8_t *weights_checked;    /* [n_layers * n_local] */
 	float *x, *y_bank, *y_host, *h, *gate;
 	uint32_t *experts, *slots, *held, n_held, *next;
+	/* --cold plan scratch: the misses, their copy times and actions, the lists */
+	uint32_t *miss_at, *plan_experts, *plan_slots;
+	double *copy_left;
+	enum moe_plan_action *action;
 	const void **rec_bank, **rec_host;
 	struct decode_counts c;
 };
@@ -95,8 +107,10 @@ static const char decode_usage[] =
     "  --start-token T     first step of the trace\n"
     "  --d-model N --d-ff N --dtype f32|bf16 --seed N   expert shape and weights\n"
     "  --prefetch          hint each next layer's experts (from the trace)\n"
-    "  --cold wait|cpu     misses: wait for their copy (default), or compute them on\n"
-    "                      the CPU from the host pages while the agent copies them in\n"
+    "  --cold wait|cpu|plan  misses: wait for their copy (default), compute them on\n"
+    "                      the CPU from the host pages while the agent copies them in,\n"
+    "                      or as the plan of a layer says (h200 figures)\n"
+    "  --layer-us T        with --cold plan: device time per layer (default 45)\n"
     "  --fast-pins         pin hits without a system call (MOECACHE_ATTACH_FAST_PINS)\n"
     "  --timeout-ms N      longest wait for one acquire (default 60000, 0: none)\n"
     "  --no-keep-waiting   fail when no agent is attached instead of waiting\n"
@@ -162,6 +176,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 		O_JSON,
 		O_PRINT_BYTES,
 		O_COLD,
+		O_LAYER_US,
 		O_HELP,
 	};
 	static const struct option opts[] = {
@@ -182,6 +197,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 	    {"timeout-ms", required_argument, NULL, O_TIMEOUT},
 	    {"no-keep-waiting", no_argument, NULL, O_NO_KEEP},
 	    {"cold", required_argument, NULL, O_COLD},
+	    {"layer-us", required_argument, NULL, O_LAYER_US},
 	    {"no-check-weights", no_argument, NULL, O_NO_CHECK},
 	    {"label", required_argument, NULL, O_LABEL},
 	    {"json", no_argument, NULL, O_JSON},
@@ -196,6 +212,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 	    .seed = 1,
 	    .shape = {.dtype = MOE_DTYPE_F32, .d_model = 128, .d_ff = 256},
 	    .keep_waiting = true,
+	    .plan_layer_us = 45,
 	    .check_weights = true,
 	};
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -257,12 +274,30 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 			o->keep_waiting = false;
 			break;
 		case O_COLD:
-			if (strcmp(optarg, "wait") && strcmp(optarg, "cpu")) {
-				fprintf(stderr, "moecache-decode: --cold: wait or cpu\n");
+			if (!strcmp(optarg, "wait")) {
+				o->cold = COLD_WAIT;
+			} else if (!strcmp(optarg, "cpu")) {
+				o->cold = COLD_CPU;
+			} else if (!strcmp(optarg, "plan")) {
+				o->cold = COLD_PLAN;
+			} else {
+				fprintf(stderr, "moecache-decode: --cold: wait, cpu or plan\n");
 				return -EINVAL;
 			}
-			o->cold_cpu = !strcmp(optarg, "cpu");
 			break;
+		case O_LAYER_US: {
+			char *end;
+
+			errno = 0;
+			o->plan_layer_us = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(o->plan_layer_us >= 0) ||
+			    o->plan_layer_us > 1e9) {
+				fprintf(stderr,
+					"moecache-decode: --layer-us: a time in [0, 1e9] us\n");
+				return -EINVAL;
+			}
+			break;
+		}
 		case O_NO_CHECK:
 			o->check_weights = false;
 			break;
@@ -322,7 +357,8 @@ static int decode_attach(const struct decode_opts *o, enum moecache_role role,
 	moe_expert_layout_get(o->shape.dtype, o->shape.d_model, o->shape.d_ff, &l);
 	if (moecache_pool(*out)->expert_bytes < l.bytes) {
 		fprintf(stderr,
-			"moecache-decode: pool %s has %llu-byte experts; this shape needs %llu\n",
+			"moecache-decode: pool %s has %llu-byte experts; this shape needs "
+			"%llu\n",
 			o->pool, (unsigned long long)moecache_pool(*out)->expert_bytes,
 			(unsigned long long)l.bytes);
 		moecache_close(*out);
@@ -450,7 +486,8 @@ static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
 	dc->map = moecache_map(dc->mc);
 	if (dc->trace->n_layers > dc->pi->n_layers || dc->trace->n_experts > dc->pi->n_experts) {
 		fprintf(stderr,
-			"moecache-decode: the trace (%u layers x %u experts) does not fit pool %s "
+			"moecache-decode: the trace (%u layers x %u experts) does not fit "
+			"pool %s "
 			"(%u layers x %u experts)\n",
 			dc->trace->n_layers, dc->trace->n_experts, o->pool, dc->pi->n_layers,
 			dc->pi->n_experts);
@@ -480,9 +517,18 @@ static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
 	dc->held = calloc(k, sizeof(uint32_t));
 	dc->rec_bank = calloc(k, sizeof(void *));
 	dc->rec_host = calloc(k, sizeof(void *));
+	dc->miss_at = calloc(k, sizeof(uint32_t));
+	dc->plan_experts = calloc(k, sizeof(uint32_t));
+	dc->plan_slots = calloc(k, sizeof(uint32_t));
+	dc->copy_left = calloc(k, sizeof(double));
+	dc->action = calloc(k, sizeof(*dc->action));
 	if (!dc->weights_checked || !dc->x || !dc->y_bank || !dc->y_host || !dc->h || !dc->gate ||
-	    !dc->experts || !dc->next || !dc->slots || !dc->held || !dc->rec_bank || !dc->rec_host)
+	    !dc->experts || !dc->next || !dc->slots || !dc->held || !dc->rec_bank ||
+	    !dc->rec_host || !dc->miss_at || !dc->plan_experts || !dc->plan_slots ||
+	    !dc->copy_left || !dc->action)
 		return -ENOMEM;
+	if (k > MOE_PLAN_MAX_ITEMS)
+		return -E2BIG;
 	return 0;
 }
 
@@ -504,6 +550,11 @@ static void decode_teardown(struct decode_client *dc)
 	free(dc->held);
 	free(dc->rec_bank);
 	free(dc->rec_host);
+	free(dc->miss_at);
+	free(dc->plan_experts);
+	free(dc->plan_slots);
+	free(dc->copy_left);
+	free(dc->action);
 }
 
 /* The trace's experts of (step, layer) that lie in the pool's range. */
@@ -561,13 +612,74 @@ static void decode_report_mismatch(struct decode_client *dc, uint32_t step, uint
 	}
 }
 
+/*
+ * --cold plan, after an acquire that pinned the hits only: the plan of the
+ * layer over its misses, with the copies the agent has under way (FILLING
+ * slots in the map) as the queue ahead, at the h200 link and CPU figures
+ * (docs/policy.md), --layer-us and the pool's expert size. Waited-for misses are acquired
+ * with WAIT (flags) and their slots written into dc->slots; admitted CPU experts are hinted
+ * with PREFETCH; the rest stay MOECACHE_NONE (computed on the CPU).
+ */
+static int decode_plan_misses(struct decode_client *dc, uint32_t layer, uint32_t n, uint32_t flags)
+{
+	const double bytes = (double)dc->pi->expert_bytes;
+	const struct moe_plan_cost cost = {.copy_us = bytes / 50e3,
+					   .cpu_us = bytes / 100e3,
+					   .layer_us = dc->o->plan_layer_us,
+					   .n_engines = 1,
+					   .n_layers = dc->pi->n_layers};
+	struct moe_plan_queue q = {0};
+	uint32_t m = 0, nw = 0, na = 0, filling = 0, queued = 0;
+	int ret;
+
+	for (uint32_t s = 0; s < dc->pi->n_slots; s++) {
+		uint32_t owner = moecache_map_owner(dc->map, s);
+
+		filling += owner != MOECACHE_NONE && (owner & MOECACHE_OWNER_FILLING);
+	}
+	q.engine_busy_us[0] = filling * cost.copy_us;
+	for (uint32_t k = 0; k < n; k++) {
+		if (dc->slots[k] != MOECACHE_NONE)
+			continue;
+		dc->miss_at[m] = k;
+		dc->copy_left[m++] = cost.copy_us;
+	}
+	ret = moe_plan_layer(&cost, &q, dc->copy_left, m, dc->action, NULL);
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < m; i++)
+		if (dc->action[i] == MOE_PLAN_WAIT)
+			dc->plan_experts[nw++] = dc->experts[dc->miss_at[i]];
+	if (nw) {
+		uint64_t t0 = now_ns();
+
+		ret = moecache_acquire(dc->mc, layer, dc->plan_experts, nw, dc->plan_slots, flags,
+				       dc->o->timeout_ms, NULL);
+		if (ret)
+			return ret;
+		dc->c.wait_ns += now_ns() - t0;
+		dc->c.plan_waited += nw;
+		for (uint32_t i = 0, j = 0; i < m; i++)
+			if (dc->action[i] == MOE_PLAN_WAIT)
+				dc->slots[dc->miss_at[i]] = dc->plan_slots[j++];
+	}
+	for (uint32_t i = 0; i < m; i++)
+		if (dc->action[i] == MOE_PLAN_CPU_ADMIT)
+			dc->plan_experts[na++] = dc->experts[dc->miss_at[i]];
+	if (na && !moecache_prefetch(dc->mc, layer, dc->plan_experts, na, &queued))
+		dc->c.plan_admitted += queued;
+	return 0;
+}
+
 static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 {
 	const struct decode_opts *o = dc->o;
 	struct moecache_acquire_result res;
-	/* --cold cpu: pin the hits, queue the misses for the agent, wait for none. */
-	uint32_t flags =
-	    o->cold_cpu ? 0 : MOECACHE_ACQ_WAIT | (o->keep_waiting ? MOECACHE_ACQ_KEEP_WAITING : 0);
+	uint32_t wait = MOECACHE_ACQ_WAIT | (o->keep_waiting ? MOECACHE_ACQ_KEEP_WAITING : 0);
+	/* cpu: pin the hits and queue the misses; plan: pin the hits only, then plan. */
+	uint32_t flags = o->cold == COLD_WAIT  ? wait
+			 : o->cold == COLD_CPU ? 0
+					       : MOECACHE_ACQ_NO_QUEUE;
 	uint32_t n = decode_local_experts(dc, step, layer, dc->experts);
 	uint64_t t0;
 	int ret;
@@ -600,15 +712,21 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 	dc->c.acquires++;
 	dc->c.hits += res.n_hits;
 	dc->c.misses += n - res.n_hits;
-	if (res.n_hits < n && !o->cold_cpu)
+	if (res.n_hits < n && o->cold == COLD_WAIT)
 		dc->c.wait_ns += now_ns() - t0;
+	if (res.n_hits < n && o->cold == COLD_PLAN) {
+		ret = decode_plan_misses(dc, layer, n, wait);
+		if (ret)
+			return ret;
+	}
 
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t idx = moecache_map_idx(dc->map, layer, dc->experts[k]);
 
 		dc->rec_host[k] = moecache_host_expert(dc->mc, layer, dc->experts[k]);
-		if (o->cold_cpu && dc->slots[k] == MOECACHE_NONE) {
-			/* Cold: computed from the host pages; the agent copies it meanwhile. */
+		if (o->cold != COLD_WAIT && dc->slots[k] == MOECACHE_NONE) {
+			/* Cold: computed from the host pages; the agent copies it
+			 * meanwhile. */
 			dc->rec_bank[k] = dc->rec_host[k];
 			dc->c.cpu_experts++;
 		} else {
@@ -622,7 +740,8 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 						 o->seed, layer, dc->experts[k])) {
 				fprintf(stderr,
 					"moecache-decode: host pages of %u/%u do not hold the "
-					"generated weights (pool not filled with this shape and "
+					"generated weights (pool not filled with this shape "
+					"and "
 					"seed?)\n",
 					layer, dc->experts[k]);
 				dc->c.weight_errors++;
@@ -677,6 +796,8 @@ static int decode_run(struct decode_client *dc)
 	return ret;
 }
 
+static const char *const cold_names[] = {"wait", "cpu", "plan"};
+
 static void decode_report(const struct decode_client *dc, int run_ret)
 {
 	const struct decode_counts *c = &dc->c;
@@ -700,9 +821,10 @@ static void decode_report(const struct decode_client *dc, int run_ret)
 		json_object_object_add(j, "hit_rate", json_object_new_double(hit_rate));
 		json_object_object_add(j, "lookup_hits", json_object_new_int64(c->lookup_hits));
 		json_object_object_add(j, "prefetched", json_object_new_int64(c->prefetched));
-		json_object_object_add(j, "cold",
-				       json_object_new_string(o->cold_cpu ? "cpu" : "wait"));
+		json_object_object_add(j, "cold", json_object_new_string(cold_names[o->cold]));
 		json_object_object_add(j, "cpu_experts", json_object_new_int64(c->cpu_experts));
+		json_object_object_add(j, "plan_waited", json_object_new_int64(c->plan_waited));
+		json_object_object_add(j, "plan_admitted", json_object_new_int64(c->plan_admitted));
 		json_object_object_add(j, "remote", json_object_new_int64(c->remote));
 		json_object_object_add(j, "wait_ms", json_object_new_double(c->wait_ns / 1e6));
 		json_object_object_add(j, "seconds", json_object_new_double(c->seconds));
@@ -716,7 +838,8 @@ static void decode_report(const struct decode_client *dc, int run_ret)
 		json_object_put(j);
 	} else {
 		printf("decode:%s%s pool=%s start=%u steps=%llu layers=%u top_k=%u hits=%llu "
-		       "misses=%llu hit_rate=%.3f cpu_experts=%llu wait_ms=%.1f steps_per_s=%.2f "
+		       "misses=%llu hit_rate=%.3f cpu_experts=%llu wait_ms=%.1f "
+		       "steps_per_s=%.2f "
 		       "mismatches=%llu verified=%s\n",
 		       o->label ? " " : "", o->label ? o->label : "", o->pool, o->start,
 		       (unsigned long long)c->steps, dc->trace->n_layers, dc->trace->top_k,

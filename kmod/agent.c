@@ -37,7 +37,8 @@ void agent_detach(struct moecache_pool *pool)
 	}
 	WARN_ON_ONCE(pool->n_filling || pool->n_inflight);
 	pool->agent = NULL;
-	pool->agent_pid = 0;
+	put_pid(pool->agent_pid);
+	pool->agent_pid = NULL;
 	map_set_flags(pool, 0, MOECACHE_POOL_AGENT);
 	map_write_end(pool);
 }
@@ -106,8 +107,8 @@ long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,
 	spin_unlock(&pool->lock);
 
 	if (sample)
-		moecache_nl_event(MOECACHE_EV_EVICTION, pool->name,
-				  req.old_layer, req.old_expert);
+		pool_event(pool, MOECACHE_EV_EVICTION, req.old_layer,
+			   req.old_expert);
 	return copy_to_user(argp, &req, sizeof(req)) ? -EFAULT : 0;
 
 out_unlock:

@@ -434,8 +434,8 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 	if (wake_agent)
 		wake_up_interruptible(&pool->agent_wq);
 	if (storm)
-		moecache_nl_event(MOECACHE_EV_MISS_STORM, pool->name,
-				  min_t(u64, storm, U32_MAX), 0);
+		pool_event(pool, MOECACHE_EV_MISS_STORM,
+			   min_t(u64, storm, U32_MAX), 0);
 
 	ac.req.n_hits = ac.n_pinned;
 	if (misses && (ac.req.flags & MOECACHE_ACQ_WAIT)) {

@@ -162,7 +162,7 @@ struct moecache_pool {
 	u32 n_clients;
 	u32 n_fast_files;		/* clients with a fast-pins region */
 	struct moecache_file *agent;
-	pid_t agent_pid;
+	struct pid *agent_pid;		/* the agent's process, while attached */
 
 	struct file *bank;
 	struct moecache_bank bank_desc;
@@ -275,6 +275,9 @@ bool name_valid(const char *name);
 struct moecache_pool *pool_find(const char *name);
 void pool_unlink(struct moecache_pool *pool);
 bool pool_permits(struct moecache_pool *pool, int want);
+/* An event of a pool the caller holds a reference to (no pool lock held). */
+void pool_event(struct moecache_pool *pool, enum moecache_event ev, u32 arg0,
+		u32 arg1);
 
 /* map.c */
 bool slot_unpublish(struct moecache_pool *pool, u32 slot);

@@ -37,13 +37,14 @@ static int moecache_release(struct inode *inode, struct file *file)
 	struct moecache_file *mf = file->private_data;
 	struct moecache_pool *pool = mf->pool;
 	char ev_name[MOECACHE_NAME_LEN];
-	pid_t lost_pid = 0;
+	struct moecache_pool_owner owner;
+	struct pid *lost_pid = NULL;
 	bool agent_lost = false;
 
 	if (pool) {
 		spin_lock(&pool->lock);
 		if (mf->role == MOECACHE_ROLE_AGENT) {
-			lost_pid = pool->agent_pid;
+			lost_pid = get_pid(pool->agent_pid);
 			agent_detach(pool);
 			agent_lost = true;
 		} else if (mf->role == MOECACHE_ROLE_CLIENT) {
@@ -57,8 +58,10 @@ static int moecache_release(struct inode *inode, struct file *file)
 		wake_up_all(&pool->client_wq);
 		if (agent_lost) {
 			strscpy(ev_name, pool->name, sizeof(ev_name));
+			moecache_pool_owner(pool, &owner);
 			moecache_nl_event(MOECACHE_EV_AGENT_LOST, ev_name,
-					  lost_pid, 0);
+					  &owner, lost_pid, 0, 0);
+			put_pid(lost_pid);
 		}
 		kref_put(&pool->ref, pool_release);
 	}
@@ -92,8 +95,8 @@ static long ioc_attach(struct moecache_pool *unattached,
 	u32 *pins = NULL, *fast_pins = NULL;
 	size_t fast_pins_size = 0;
 	unsigned long *asked = NULL;
+	struct moecache_pool_owner owner;
 	int want, ret = 0;
-	pid_t pid = task_tgid_vnr(current);
 
 	if (copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
@@ -171,7 +174,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 		pool->n_clients++;
 	if (req.role == MOECACHE_ROLE_AGENT) {
 		pool->agent = mf;
-		pool->agent_pid = pid;
+		pool->agent_pid = get_pid(task_tgid(current));
 		map_write_begin(pool);
 		pool->hdr->agent_epoch++;
 		map_set_flags(pool, MOECACHE_POOL_AGENT, 0);
@@ -186,6 +189,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 	req.expert_bytes = pool->expert_bytes;
 	spin_unlock(&pool->lock);
 	offsets_fill(pool, mf, &req.off);
+	moecache_pool_owner(pool, &owner);
 	kref_get(&pool->ref);
 	/* Fully attached: pairs with the acquire loads of mf->pool. */
 	smp_store_release(&mf->pool, pool);
@@ -193,7 +197,8 @@ static long ioc_attach(struct moecache_pool *unattached,
 
 	if (req.role == MOECACHE_ROLE_AGENT) {
 		wake_up_all(&pool->client_wq);
-		moecache_nl_event(MOECACHE_EV_AGENT_ATTACHED, req.name, pid, 0);
+		moecache_nl_event(MOECACHE_EV_AGENT_ATTACHED, req.name, &owner,
+				  task_tgid(current), 0, 0);
 	}
 	/* Checked writable above; only a racing munmap fails here. */
 	return copy_to_user(argp, &req, sizeof(req)) ? -EFAULT : 0;

@@ -9,6 +9,7 @@
 
 #include <linux/types.h>
 #include <linux/cred.h>
+#include <linux/pid.h>
 #include <moecache.h>
 
 struct moecache_pool;
@@ -31,7 +32,7 @@ struct moecache_pool_desc {
 	u32 gid;
 	u32 mode;
 	u32 n_files;		/* attached files */
-	u32 agent_pid;
+	u32 agent_pid;		/* in the describing task's pid namespace */
 	u32 agent_epoch;
 };
 
@@ -55,9 +56,23 @@ int moecache_pool_stats(struct moecache_pool *pool, u32 layer,
 /* May the current task administer the pool (CAP_SYS_ADMIN or owner)? */
 bool moecache_pool_may_admin(struct moecache_pool *pool);
 
+/* Whose a pool is, fixed at its creation: who may read and administer it. */
+struct moecache_pool_owner {
+	kuid_t uid;
+	kgid_t gid;
+	umode_t mode;		/* permission bits, as for IPC objects */
+};
+
+void moecache_pool_owner(struct moecache_pool *pool,
+			 struct moecache_pool_owner *owner);
+
 /* The same checks and effects as the ioctls. */
 int moecache_pool_create(const struct moecache_pool_create *req);
-int moecache_pool_destroy(const char *name);
+/*
+ * may (NULL: moecache_pool_may_admin() of the current task, else -EPERM)
+ * decides, under the pool-list mutex, whether the caller may destroy it.
+ */
+int moecache_pool_destroy(const char *name, moecache_pool_fn may, void *arg);
 /* Unmaps every unpinned resident slot; returns how many were freed. */
 int moecache_pool_flush(struct moecache_pool *pool);
 
@@ -73,11 +88,15 @@ enum moecache_event {
 
 /*
  * Called by the core without any pool lock held (may allocate with
- * GFP_KERNEL). arg0/arg1 depend on the event: layer/expert for an eviction,
- * misses in the last interval for a miss storm, the pid for the agent.
+ * GFP_KERNEL). owner decides who receives the event: a listener that may
+ * read the pool. agent: the agent's process for the agent events (NULL when
+ * unknown), reported in each listener's pid namespace. arg0/arg1 depend on
+ * the event: layer/expert for an eviction, misses in the last interval for
+ * a miss storm.
  */
 void moecache_nl_event(enum moecache_event ev, const char *pool_name,
-		       u32 arg0, u32 arg1);
+		       const struct moecache_pool_owner *owner,
+		       struct pid *agent, u32 arg0, u32 arg1);
 int moecache_nl_init(void);
 void moecache_nl_exit(void);
 

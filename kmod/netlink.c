@@ -2,10 +2,28 @@
 /*
  * moecache generic netlink family "moecache".
  *
- * Anyone may list pools and read their description and statistics, as
- * anyone may list IPC objects. Creating a pool needs CAP_SYS_ADMIN (as the
+ * Rights are those of two parties, and both must have them: the process
+ * that opened the socket (its file's credentials) and the process sending
+ * the request (current), as netlink_capable() checks. A socket opened by an
+ * unprivileged user and handed to root lends root's rights to nobody, and a
+ * socket root opened lends none to whoever is handed it.
+ *
+ * Reading a pool (POOL_LIST, POOL_INFO, STATS, events) needs read permission
+ * on it, as ATTACH as a client does: statistics and events carry routing,
+ * and routing leaks prompts. Creating a pool needs CAP_SYS_ADMIN (as the
  * ioctl); destroying and flushing one needs CAP_SYS_ADMIN or the pool's
- * owner. Events go to the "events" multicast group.
+ * owner. Pids are reported in the pid namespace of the task reading them.
+ *
+ * Events are unicast to subscribed sockets, one message per listener that
+ * may read the pool, rather than multicast: a genetlink multicast group
+ * delivers every message to every member, with no per-listener filter (on
+ * the kernels we support) and no record of a member's credentials or pid
+ * namespace. A subscription records the socket, its opener's and its
+ * subscriber's credentials and the subscriber's pid namespace; it ends
+ * when the socket is released (NETLINK_URELEASE) or unsubscribes.
+ *
+ * Lock order: moecache_nl_subs_lock (spinlock) is a leaf; no message is
+ * built or sent under it.
  *
  * Each command has its own policy and is validated strictly: an attribute
  * the command does not take is rejected, so a reply-only attribute sent in
@@ -17,22 +35,60 @@
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
+#include <linux/moduleparam.h>
 #include <linux/netlink.h>
+#include <linux/notifier.h>
+#include <linux/pid_namespace.h>
+#include <linux/refcount.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/uidgid.h>
 #include <net/genetlink.h>
+#include <net/sock.h>
 #include <moecache_netlink.h>
 
 #include "compat.h"
 #include "moecache.h"
 
-enum moecache_nl_groups {
-	MOECACHE_NL_GRP_EVENTS,
+static unsigned int max_event_listeners = 256;
+module_param(max_event_listeners, uint, 0644);
+MODULE_PARM_DESC(max_event_listeners, "Most sockets subscribed to events at once (default 256)");
+
+static unsigned int max_user_event_listeners = 16;
+module_param(max_user_event_listeners, uint, 0644);
+MODULE_PARM_DESC(max_user_event_listeners, "Most sockets one user without CAP_SYS_ADMIN may subscribe to events (default 16)");
+
+/*
+ * One of the two parties to a request: the socket's opener (file set), the
+ * sender (current), or a subscription's recorded party (admin recorded when
+ * it subscribed, as SO_PEERCRED records its peer).
+ */
+struct moecache_nl_party {
+	const struct cred *cred;
+	const struct file *file;	/* the opener of a request's socket */
+	bool is_current;
+	bool admin;			/* recorded: CAP_SYS_ADMIN */
 };
 
-static const struct genl_multicast_group moecache_nl_mcgrps[] = {
-	[MOECACHE_NL_GRP_EVENTS] = { .name = MOECACHE_GENL_MCGRP_EVENTS },
+struct moecache_nl_caller {
+	struct moecache_nl_party opener;
+	struct moecache_nl_party sender;
 };
+
+/* An events subscription; the list holds one reference, a sender another. */
+struct moecache_nl_sub {
+	struct list_head node;		/* moecache_nl_subs */
+	refcount_t ref;
+	u32 portid;
+	struct sock *sk;		/* the subscribed socket, held */
+	struct moecache_nl_caller who;	/* recorded credentials */
+	struct pid_namespace *pid_ns;	/* the subscriber's */
+};
+
+static DEFINE_SPINLOCK(moecache_nl_subs_lock);
+static LIST_HEAD(moecache_nl_subs);
+static unsigned int moecache_nl_n_subs;
 
 #define MOECACHE_NL_NAME_POLICY \
 	{ .type = NLA_NUL_STRING, .len = MOECACHE_NAME_LEN - 1 }
@@ -70,6 +126,92 @@ static int moecache_nl_get_name(struct genl_info *info, char *name)
 		return -EINVAL;
 	nla_strscpy(name, info->attrs[MOECACHE_A_POOL_NAME], MOECACHE_NAME_LEN);
 	return 0;
+}
+
+/* The parties of the request in skb (a doit's, or a dump's cb->skb). */
+static void moecache_nl_caller_of(const struct sk_buff *skb,
+				  struct moecache_nl_caller *c)
+{
+	const struct file *file = NETLINK_CB(skb).sk->sk_socket->file;
+
+	memset(c, 0, sizeof(*c));
+	c->opener.cred = file->f_cred;
+	c->opener.file = file;
+	c->sender.cred = current_cred();
+	c->sender.is_current = true;
+}
+
+/* Asked only once the owner and mode have said no: no audit noise. */
+static bool moecache_nl_party_admin(const struct moecache_nl_party *p)
+{
+	if (p->file)
+		return file_ns_capable(p->file, &init_user_ns, CAP_SYS_ADMIN);
+	if (p->is_current)
+		return capable(CAP_SYS_ADMIN);
+	return p->admin;
+}
+
+static bool moecache_nl_in_group(const struct cred *cred, kgid_t gid)
+{
+	const struct group_info *groups = cred->group_info;
+	int i;
+
+	if (gid_eq(cred->egid, gid))
+		return true;
+	for (i = 0; i < groups->ngroups; i++)
+		if (gid_eq(groups->gid[i], gid))
+			return true;
+	return false;
+}
+
+/* The pool's mode for MAY_READ, as ATTACH checks it for a client. */
+static bool moecache_nl_party_may_read(const struct moecache_nl_party *p,
+				       const struct moecache_pool_owner *o)
+{
+	unsigned int granted;
+
+	if (uid_eq(p->cred->euid, o->uid))
+		granted = o->mode >> 6;
+	else if (moecache_nl_in_group(p->cred, o->gid))
+		granted = o->mode >> 3;
+	else
+		granted = o->mode;
+	return (granted & MAY_READ) || moecache_nl_party_admin(p);
+}
+
+static bool moecache_nl_may_read(const struct moecache_nl_caller *c,
+				 const struct moecache_pool_owner *o)
+{
+	return moecache_nl_party_may_read(&c->opener, o) &&
+	       moecache_nl_party_may_read(&c->sender, o);
+}
+
+static bool moecache_nl_party_may_admin(const struct moecache_nl_party *p,
+					const struct moecache_pool_owner *o)
+{
+	return uid_eq(p->cred->euid, o->uid) || moecache_nl_party_admin(p);
+}
+
+/* moecache_pool_fn: 0 if the caller (arg) may read the pool, or -EACCES. */
+static int moecache_nl_check_read(struct moecache_pool *pool, void *arg)
+{
+	struct moecache_pool_owner owner;
+
+	moecache_pool_owner(pool, &owner);
+	return moecache_nl_may_read(arg, &owner) ? 0 : -EACCES;
+}
+
+/* moecache_pool_fn: 0 if the caller (arg) may administer the pool. */
+static int moecache_nl_check_admin(struct moecache_pool *pool, void *arg)
+{
+	const struct moecache_nl_caller *c = arg;
+	struct moecache_pool_owner owner;
+
+	moecache_pool_owner(pool, &owner);
+	if (moecache_nl_party_may_admin(&c->opener, &owner) &&
+	    moecache_nl_party_may_admin(&c->sender, &owner))
+		return 0;
+	return -EPERM;
 }
 
 static int moecache_nl_put_pool(struct sk_buff *skb,
@@ -191,15 +333,26 @@ static int moecache_nl_fill_stats(struct sk_buff *skb, u32 portid, u32 seq,
 	return 0;
 }
 
+struct moecache_nl_info_req {
+	struct moecache_nl_caller caller;
+	struct moecache_pool_desc desc;
+};
+
 static int moecache_nl_describe(struct moecache_pool *pool, void *arg)
 {
-	moecache_pool_describe(pool, arg);
+	struct moecache_nl_info_req *req = arg;
+	int err;
+
+	err = moecache_nl_check_read(pool, &req->caller);
+	if (err)
+		return err;
+	moecache_pool_describe(pool, &req->desc);
 	return 0;
 }
 
 static int moecache_nl_pool_info(struct sk_buff *skb, struct genl_info *info)
 {
-	struct moecache_pool_desc desc = {};
+	struct moecache_nl_info_req req = {};
 	char name[MOECACHE_NAME_LEN];
 	struct sk_buff *msg;
 	void *hdr;
@@ -208,7 +361,10 @@ static int moecache_nl_pool_info(struct sk_buff *skb, struct genl_info *info)
 	err = moecache_nl_get_name(info, name);
 	if (err)
 		return err;
-	err = moecache_with_pool(name, moecache_nl_describe, &desc);
+	moecache_nl_caller_of(skb, &req.caller);
+	err = moecache_with_pool(name, moecache_nl_describe, &req);
+	if (err == -EACCES)
+		GENL_SET_ERR_MSG(info, "no read permission on the pool");
 	if (err)
 		return err;
 
@@ -217,7 +373,7 @@ static int moecache_nl_pool_info(struct sk_buff *skb, struct genl_info *info)
 		return -ENOMEM;
 	hdr = genlmsg_put_reply(msg, info, &moecache_nl_family, 0,
 				MOECACHE_CMD_POOL_INFO);
-	if (!hdr || moecache_nl_put_pool(msg, &desc)) {
+	if (!hdr || moecache_nl_put_pool(msg, &req.desc)) {
 		nlmsg_free(msg);
 		return -EMSGSIZE;
 	}
@@ -228,6 +384,7 @@ static int moecache_nl_pool_info(struct sk_buff *skb, struct genl_info *info)
 struct moecache_nl_dump {
 	struct sk_buff *skb;
 	struct netlink_callback *cb;
+	struct moecache_nl_caller caller;
 	unsigned long emitted;
 };
 
@@ -238,6 +395,9 @@ static int moecache_nl_list_one(struct moecache_pool *pool, void *arg)
 	struct moecache_pool_desc desc = {};
 	void *hdr;
 
+	/* A pool the caller may not read is not listed. */
+	if (moecache_nl_check_read(pool, &dump->caller))
+		return 0;
 	moecache_pool_describe(pool, &desc);
 	hdr = genlmsg_put(dump->skb, NETLINK_CB(cb->skb).portid,
 			  cb->nlh->nlmsg_seq, &moecache_nl_family, NLM_F_MULTI,
@@ -253,7 +413,7 @@ static int moecache_nl_list_one(struct moecache_pool *pool, void *arg)
 	return 0;
 }
 
-/* cb->args[0]: pools already sent. */
+/* cb->args[0]: pools already visited (sent, or not the caller's to read). */
 static int moecache_nl_pool_list(struct sk_buff *skb,
 				 struct netlink_callback *cb)
 {
@@ -261,15 +421,17 @@ static int moecache_nl_pool_list(struct sk_buff *skb,
 	unsigned long pos = cb->args[0];
 	int err;
 
-	/* The pool that did not fit is counted by emitted, not by pos. */
+	moecache_nl_caller_of(cb->skb, &dump.caller);
+	/* pos moves past each pool visited, not past the one that did not fit. */
 	err = moecache_visit_pools(moecache_nl_list_one, &dump, &pos);
-	cb->args[0] += dump.emitted;
+	cb->args[0] = pos;
 	if (err && (err != -EMSGSIZE || !dump.emitted))
 		return err;
 	return skb->len;
 }
 
 struct moecache_nl_stats_req {
+	struct moecache_nl_caller caller;
 	u32 layer;
 	struct moecache_stats st;
 };
@@ -277,7 +439,11 @@ struct moecache_nl_stats_req {
 static int moecache_nl_read_stats(struct moecache_pool *pool, void *arg)
 {
 	struct moecache_nl_stats_req *req = arg;
+	int err;
 
+	err = moecache_nl_check_read(pool, &req->caller);
+	if (err)
+		return err;
 	return moecache_pool_stats(pool, req->layer, &req->st);
 }
 
@@ -294,6 +460,7 @@ static int moecache_nl_stats(struct sk_buff *skb, struct genl_info *info)
 	req = kzalloc(sizeof(*req), GFP_KERNEL);
 	if (!req)
 		return -ENOMEM;
+	moecache_nl_caller_of(skb, &req->caller);
 	req->layer = MOECACHE_NONE;
 	if (info->attrs[MOECACHE_A_LAYER])
 		req->layer = nla_get_u32(info->attrs[MOECACHE_A_LAYER]);
@@ -301,6 +468,8 @@ static int moecache_nl_stats(struct sk_buff *skb, struct genl_info *info)
 	if (err) {
 		if (err == -EINVAL)
 			GENL_SET_ERR_MSG(info, "layer out of range");
+		else if (err == -EACCES)
+			GENL_SET_ERR_MSG(info, "no read permission on the pool");
 		goto out;
 	}
 
@@ -321,16 +490,16 @@ out:
 	return err;
 }
 
-static int moecache_nl_exists(struct moecache_pool *pool, void *arg)
-{
-	return 0;
-}
-
-/* Checked once, so that a dump of a pool that does not exist is an error. */
+/*
+ * Checked once, so that a dump of a pool that does not exist or may not be
+ * read is an error; each part of the dump checks again.
+ */
 static int moecache_nl_stats_start(struct netlink_callback *cb)
 {
 	struct nlattr **attrs = moecache_genl_dump_attrs(cb);
+	struct moecache_nl_caller caller;
 	char name[MOECACHE_NAME_LEN];
+	int err;
 
 	if (!attrs[MOECACHE_A_POOL_NAME]) {
 		NL_SET_ERR_ATTR_MISS(cb->extack, NULL, MOECACHE_A_POOL_NAME);
@@ -342,7 +511,11 @@ static int moecache_nl_stats_start(struct netlink_callback *cb)
 		return -EINVAL;
 	}
 	nla_strscpy(name, attrs[MOECACHE_A_POOL_NAME], sizeof(name));
-	return moecache_with_pool(name, moecache_nl_exists, NULL);
+	moecache_nl_caller_of(cb->skb, &caller);
+	err = moecache_with_pool(name, moecache_nl_check_read, &caller);
+	if (err == -EACCES)
+		NL_SET_ERR_MSG(cb->extack, "no read permission on the pool");
+	return err;
 }
 
 /* cb->args[0]: 0 before the pool's message, then 1 + the next layer. */
@@ -355,6 +528,10 @@ static int moecache_nl_stats_dump_pool(struct moecache_pool *pool, void *arg)
 	u32 layer;
 	int err;
 
+	/* The pool may have been destroyed and created again since. */
+	err = moecache_nl_check_read(pool, &dump->caller);
+	if (err)
+		return err;
 	moecache_pool_describe(pool, &desc);
 	for (; cb->args[0] <= desc.n_layers; cb->args[0]++) {
 		layer = cb->args[0] ? cb->args[0] - 1 : MOECACHE_NONE;
@@ -382,6 +559,7 @@ static int moecache_nl_stats_dump(struct sk_buff *skb,
 	int err;
 
 	nla_strscpy(name, attrs[MOECACHE_A_POOL_NAME], sizeof(name));
+	moecache_nl_caller_of(cb->skb, &dump.caller);
 	err = moecache_with_pool(name, moecache_nl_stats_dump_pool, &dump);
 	if (err && (err != -EMSGSIZE || !dump.emitted))
 		return err;
@@ -424,56 +602,57 @@ static int moecache_nl_pool_create(struct sk_buff *skb, struct genl_info *info)
 	return moecache_pool_create(&req);
 }
 
-static int moecache_nl_may_admin(struct moecache_pool *pool, void *arg)
-{
-	return moecache_pool_may_admin(pool) ? 0 : -EPERM;
-}
-
 static int moecache_nl_pool_destroy(struct sk_buff *skb, struct genl_info *info)
 {
+	struct moecache_nl_caller caller;
 	char name[MOECACHE_NAME_LEN];
 	int err;
 
 	err = moecache_nl_get_name(info, name);
 	if (err)
 		return err;
-	/* moecache_pool_destroy checks again, under its own lock. */
-	err = moecache_with_pool(name, moecache_nl_may_admin, NULL);
-	if (err)
-		return err;
-	return moecache_pool_destroy(name);
+	moecache_nl_caller_of(skb, &caller);
+	/* Checked on the pool found, under the lock that destroys it. */
+	return moecache_pool_destroy(name, moecache_nl_check_admin, &caller);
 }
+
+struct moecache_nl_flush_req {
+	struct moecache_nl_caller caller;
+	u32 flushed;
+};
 
 static int moecache_nl_flush_pool(struct moecache_pool *pool, void *arg)
 {
-	u32 *flushed = arg;
+	struct moecache_nl_flush_req *req = arg;
 	int ret;
 
-	if (!moecache_pool_may_admin(pool))
-		return -EPERM;
+	ret = moecache_nl_check_admin(pool, &req->caller);
+	if (ret)
+		return ret;
 	ret = moecache_pool_flush(pool);
 	if (ret < 0)
 		return ret;
-	*flushed = ret;
+	req->flushed = ret;
 	return 0;
 }
 
 static int moecache_nl_flush(struct sk_buff *skb, struct genl_info *info)
 {
+	struct moecache_nl_flush_req req = {};
 	char name[MOECACHE_NAME_LEN];
 	struct sk_buff *msg;
-	u32 flushed = 0;
 	void *hdr;
 	int err;
 
 	err = moecache_nl_get_name(info, name);
 	if (err)
 		return err;
+	moecache_nl_caller_of(skb, &req.caller);
 	/* Allocated first: a flush that happened is always reported. */
 	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
 	if (!msg)
 		return -ENOMEM;
-	err = moecache_with_pool(name, moecache_nl_flush_pool, &flushed);
+	err = moecache_with_pool(name, moecache_nl_flush_pool, &req);
 	if (err) {
 		nlmsg_free(msg);
 		return err;
@@ -481,13 +660,159 @@ static int moecache_nl_flush(struct sk_buff *skb, struct genl_info *info)
 	hdr = genlmsg_put_reply(msg, info, &moecache_nl_family, 0,
 				MOECACHE_CMD_FLUSH);
 	if (!hdr || nla_put_string(msg, MOECACHE_A_POOL_NAME, name) ||
-	    nla_put_u32(msg, MOECACHE_A_FLUSHED, flushed)) {
+	    nla_put_u32(msg, MOECACHE_A_FLUSHED, req.flushed)) {
 		nlmsg_free(msg);
 		return -EMSGSIZE;
 	}
 	genlmsg_end(msg, hdr);
 	return genlmsg_reply(msg, info);
 }
+
+/* ---- events: subscriptions ---- */
+
+static void moecache_nl_sub_put(struct moecache_nl_sub *sub)
+{
+	if (!refcount_dec_and_test(&sub->ref))
+		return;
+	put_cred(sub->who.opener.cred);
+	put_cred(sub->who.sender.cred);
+	put_pid_ns(sub->pid_ns);
+	sock_put(sub->sk);
+	kfree(sub);
+}
+
+/* The subscription of portid, or NULL. */
+static struct moecache_nl_sub *moecache_nl_sub_find(u32 portid)
+{
+	struct moecache_nl_sub *sub;
+
+	lockdep_assert_held(&moecache_nl_subs_lock);
+	list_for_each_entry(sub, &moecache_nl_subs, node)
+		if (sub->portid == portid)
+			return sub;
+	return NULL;
+}
+
+static void moecache_nl_sub_unlink(struct moecache_nl_sub *sub)
+{
+	lockdep_assert_held(&moecache_nl_subs_lock);
+	list_del(&sub->node);
+	/* Read without the lock by moecache_nl_event(). */
+	WRITE_ONCE(moecache_nl_n_subs, moecache_nl_n_subs - 1);
+}
+
+/* Room for one more subscription of this caller? */
+static int moecache_nl_sub_room(const struct moecache_nl_sub *new)
+{
+	const struct moecache_nl_sub *sub;
+	unsigned int mine = 0;
+
+	lockdep_assert_held(&moecache_nl_subs_lock);
+	if (moecache_nl_n_subs >= READ_ONCE(max_event_listeners))
+		return -ENOSPC;
+	if (new->who.opener.admin && new->who.sender.admin)
+		return 0;
+	list_for_each_entry(sub, &moecache_nl_subs, node)
+		if (uid_eq(sub->who.sender.cred->euid,
+			   new->who.sender.cred->euid))
+			mine++;
+	return mine >= READ_ONCE(max_user_event_listeners) ? -ENOSPC : 0;
+}
+
+static int moecache_nl_subscribe(struct sk_buff *skb, struct genl_info *info)
+{
+	const struct file *file = NETLINK_CB(skb).sk->sk_socket->file;
+	struct moecache_nl_sub *sub, *old, *stale = NULL;
+	int err;
+
+	sub = kzalloc(sizeof(*sub), GFP_KERNEL_ACCOUNT);
+	if (!sub)
+		return -ENOMEM;
+	refcount_set(&sub->ref, 1);
+	sub->portid = info->snd_portid;
+	sub->sk = NETLINK_CB(skb).sk;
+	sock_hold(sub->sk);
+	sub->who.opener.cred = get_cred(file->f_cred);
+	sub->who.opener.admin = file_ns_capable(file, &init_user_ns,
+						CAP_SYS_ADMIN);
+	sub->who.sender.cred = get_current_cred();
+	sub->who.sender.admin = capable(CAP_SYS_ADMIN);
+	sub->pid_ns = get_pid_ns(task_active_pid_ns(current));
+
+	spin_lock(&moecache_nl_subs_lock);
+	old = moecache_nl_sub_find(sub->portid);
+	if (old && old->sk == sub->sk) {
+		err = -EALREADY;
+		goto out_unlock;
+	}
+	/* A closed socket's port id, taken before its release was seen. */
+	if (old) {
+		moecache_nl_sub_unlink(old);
+		stale = old;
+	}
+	err = moecache_nl_sub_room(sub);
+	if (err) {
+		GENL_SET_ERR_MSG(info, "too many event listeners");
+		goto out_unlock;
+	}
+	list_add_tail(&sub->node, &moecache_nl_subs);
+	WRITE_ONCE(moecache_nl_n_subs, moecache_nl_n_subs + 1);
+	sub = NULL;
+out_unlock:
+	spin_unlock(&moecache_nl_subs_lock);
+	if (stale)
+		moecache_nl_sub_put(stale);
+	if (sub)
+		moecache_nl_sub_put(sub);
+	return err;
+}
+
+static int moecache_nl_unsubscribe(struct sk_buff *skb, struct genl_info *info)
+{
+	struct moecache_nl_sub *sub;
+
+	spin_lock(&moecache_nl_subs_lock);
+	sub = moecache_nl_sub_find(info->snd_portid);
+	if (sub && sub->sk == NETLINK_CB(skb).sk)
+		moecache_nl_sub_unlink(sub);
+	else
+		sub = NULL;
+	spin_unlock(&moecache_nl_subs_lock);
+	if (!sub)
+		return -ENOENT;
+	moecache_nl_sub_put(sub);
+	return 0;
+}
+
+/*
+ * A socket is released: its subscription ends. Its port id is free from
+ * here on, so only the subscription of the dead socket goes (another
+ * socket may hold that port id already).
+ */
+static int moecache_nl_release(struct notifier_block *nb, unsigned long state,
+			       void *ptr)
+{
+	struct netlink_notify *n = ptr;
+	struct moecache_nl_sub *sub;
+
+	if (state != NETLINK_URELEASE || n->protocol != NETLINK_GENERIC ||
+	    !net_eq(n->net, &init_net))
+		return NOTIFY_DONE;
+	spin_lock(&moecache_nl_subs_lock);
+	sub = moecache_nl_sub_find(n->portid);
+	if (sub && sock_flag(sub->sk, SOCK_DEAD))
+		moecache_nl_sub_unlink(sub);
+	else
+		sub = NULL;
+	spin_unlock(&moecache_nl_subs_lock);
+	if (sub)
+		moecache_nl_sub_put(sub);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block moecache_nl_notifier = {
+	.notifier_call = moecache_nl_release,
+};
 
 static const struct genl_ops moecache_nl_ops[] = {
 	{
@@ -527,6 +852,15 @@ static const struct genl_ops moecache_nl_ops[] = {
 		.policy		= moecache_nl_name_policy,
 		.maxattr	= MOECACHE_A_MAX,
 	},
+	{
+		/* takes no attribute */
+		.cmd		= MOECACHE_CMD_EVENTS_SUBSCRIBE,
+		.doit		= moecache_nl_subscribe,
+	},
+	{
+		.cmd		= MOECACHE_CMD_EVENTS_UNSUBSCRIBE,
+		.doit		= moecache_nl_unsubscribe,
+	},
 };
 
 static struct genl_family moecache_nl_family __ro_after_init = {
@@ -539,8 +873,6 @@ static struct genl_family moecache_nl_family __ro_after_init = {
 	.module		= THIS_MODULE,
 	.ops		= moecache_nl_ops,
 	.n_ops		= ARRAY_SIZE(moecache_nl_ops),
-	.mcgrps		= moecache_nl_mcgrps,
-	.n_mcgrps	= ARRAY_SIZE(moecache_nl_mcgrps),
 };
 
 static u32 moecache_nl_event_type(enum moecache_event ev)
@@ -563,14 +895,14 @@ static u32 moecache_nl_event_type(enum moecache_event ev)
 }
 
 static int moecache_nl_put_event_args(struct sk_buff *msg,
-				      enum moecache_event ev, u32 arg0,
-				      u32 arg1)
+				      enum moecache_event ev, u32 pid,
+				      u32 arg0, u32 arg1)
 {
 	switch (ev) {
 	case MOECACHE_EV_AGENT_ATTACHED:
 	case MOECACHE_EV_AGENT_LOST:
-		/* 0: the core did not say which process */
-		return arg0 ? nla_put_u32(msg, MOECACHE_A_AGENT_PID, arg0) : 0;
+		/* 0: unknown, or not in the listener's pid namespace */
+		return pid ? nla_put_u32(msg, MOECACHE_A_AGENT_PID, pid) : 0;
 	case MOECACHE_EV_EVICTION:
 		if (nla_put_u32(msg, MOECACHE_A_LAYER, arg0))
 			return -EMSGSIZE;
@@ -582,18 +914,32 @@ static int moecache_nl_put_event_args(struct sk_buff *msg,
 	}
 }
 
-void moecache_nl_event(enum moecache_event ev, const char *pool_name,
-		       u32 arg0, u32 arg1)
+/* Takes a reference to each subscription; returns how many, up to max. */
+static unsigned int moecache_nl_subs_get(struct moecache_nl_sub **subs,
+					 unsigned int max)
 {
-	u32 type = moecache_nl_event_type(ev);
+	struct moecache_nl_sub *sub;
+	unsigned int n = 0;
+
+	spin_lock(&moecache_nl_subs_lock);
+	list_for_each_entry(sub, &moecache_nl_subs, node) {
+		if (n == max)
+			break;
+		refcount_inc(&sub->ref);
+		subs[n++] = sub;
+	}
+	spin_unlock(&moecache_nl_subs_lock);
+	return n;
+}
+
+static void moecache_nl_send_event(struct moecache_nl_sub *sub, u32 type,
+				   enum moecache_event ev,
+				   const char *pool_name, struct pid *agent,
+				   u32 arg0, u32 arg1)
+{
+	u32 pid = agent ? pid_nr_ns(agent, sub->pid_ns) : 0;
 	struct sk_buff *msg;
 	void *hdr;
-
-	if (!READ_ONCE(moecache_nl_registered) || type == MOECACHE_EVENT_UNSPEC)
-		return;
-	if (!genl_has_listeners(&moecache_nl_family, &init_net,
-				MOECACHE_NL_GRP_EVENTS))
-		return;
 
 	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
 	if (!msg)
@@ -602,29 +948,80 @@ void moecache_nl_event(enum moecache_event ev, const char *pool_name,
 			  MOECACHE_CMD_EVENT);
 	if (!hdr || nla_put_u32(msg, MOECACHE_A_EVENT, type) ||
 	    nla_put_string(msg, MOECACHE_A_POOL_NAME, pool_name) ||
-	    moecache_nl_put_event_args(msg, ev, arg0, arg1)) {
+	    moecache_nl_put_event_args(msg, ev, pid, arg0, arg1)) {
 		nlmsg_free(msg);
 		return;
 	}
 	genlmsg_end(msg, hdr);
-	/* -ESRCH when the last listener just left: nothing to report. */
-	genlmsg_multicast(&moecache_nl_family, msg, 0, MOECACHE_NL_GRP_EVENTS,
-			  GFP_KERNEL);
+	/*
+	 * A released socket's port id may be someone else's already: send
+	 * only while the subscribed socket lives (it dies before its port id
+	 * is freed). A full receive buffer drops the event and marks the
+	 * socket ENOBUFS, as a multicast overrun does.
+	 */
+	if (sock_flag(sub->sk, SOCK_DEAD)) {
+		nlmsg_free(msg);
+		return;
+	}
+	genlmsg_unicast(&init_net, msg, sub->portid);
+}
+
+void moecache_nl_event(enum moecache_event ev, const char *pool_name,
+		       const struct moecache_pool_owner *owner,
+		       struct pid *agent, u32 arg0, u32 arg1)
+{
+	u32 type = moecache_nl_event_type(ev);
+	struct moecache_nl_sub **subs;
+	unsigned int i, n;
+
+	if (!READ_ONCE(moecache_nl_registered) || type == MOECACHE_EVENT_UNSPEC)
+		return;
+	/* Nothing is built while nobody listens. */
+	n = READ_ONCE(moecache_nl_n_subs);
+	if (!n)
+		return;
+	/* One that subscribes meanwhile misses this event, as it would. */
+	subs = kmalloc_array(n, sizeof(*subs), GFP_KERNEL);
+	if (!subs)
+		return;
+	n = moecache_nl_subs_get(subs, n);
+	for (i = 0; i < n; i++) {
+		if (moecache_nl_may_read(&subs[i]->who, owner))
+			moecache_nl_send_event(subs[i], type, ev, pool_name,
+					       agent, arg0, arg1);
+		moecache_nl_sub_put(subs[i]);
+	}
+	kfree(subs);
 }
 
 int moecache_nl_init(void)
 {
 	int err;
 
-	err = genl_register_family(&moecache_nl_family);
+	err = netlink_register_notifier(&moecache_nl_notifier);
 	if (err)
 		return err;
+	err = genl_register_family(&moecache_nl_family);
+	if (err) {
+		netlink_unregister_notifier(&moecache_nl_notifier);
+		return err;
+	}
 	WRITE_ONCE(moecache_nl_registered, true);
 	return 0;
 }
 
 void moecache_nl_exit(void)
 {
+	struct moecache_nl_sub *sub, *next;
+	LIST_HEAD(subs);
+
 	WRITE_ONCE(moecache_nl_registered, false);
 	genl_unregister_family(&moecache_nl_family);
+	netlink_unregister_notifier(&moecache_nl_notifier);
+	spin_lock(&moecache_nl_subs_lock);
+	list_splice_init(&moecache_nl_subs, &subs);
+	WRITE_ONCE(moecache_nl_n_subs, 0);
+	spin_unlock(&moecache_nl_subs_lock);
+	list_for_each_entry_safe(sub, next, &subs, node)
+		moecache_nl_sub_put(sub);
 }

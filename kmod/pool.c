@@ -260,6 +260,7 @@ static int pool_create_check(const struct moecache_pool_create *req,
 
 int moecache_pool_create(const struct moecache_pool_create *req)
 {
+	struct moecache_pool_owner owner;
 	struct moecache_pool *pool = NULL;
 	u64 host_bytes;
 	kuid_t uid = make_kuid(current_user_ns(), req->uid);
@@ -321,8 +322,10 @@ int moecache_pool_create(const struct moecache_pool_create *req)
 	list_add_tail(&pool->node, &moecache_pools);
 	moecache_n_pools++;
 	moecache_host_bytes += host_bytes;
+	moecache_pool_owner(pool, &owner);
 	mutex_unlock(&moecache_pools_lock);
-	moecache_nl_event(MOECACHE_EV_POOL_CREATED, req->name, 0, 0);
+	moecache_nl_event(MOECACHE_EV_POOL_CREATED, req->name, &owner, NULL,
+			  0, 0);
 	return 0;
 
 out_free:
@@ -337,6 +340,23 @@ bool moecache_pool_may_admin(struct moecache_pool *pool)
 	return uid_eq(current_euid(), pool->uid) || capable(CAP_SYS_ADMIN);
 }
 
+void moecache_pool_owner(struct moecache_pool *pool,
+			 struct moecache_pool_owner *owner)
+{
+	owner->uid = pool->uid;
+	owner->gid = pool->gid;
+	owner->mode = pool->mode;
+}
+
+void pool_event(struct moecache_pool *pool, enum moecache_event ev, u32 arg0,
+		u32 arg1)
+{
+	struct moecache_pool_owner owner;
+
+	moecache_pool_owner(pool, &owner);
+	moecache_nl_event(ev, pool->name, &owner, NULL, arg0, arg1);
+}
+
 void pool_unlink(struct moecache_pool *pool)
 {
 	lockdep_assert_held(&moecache_pools_lock);
@@ -345,9 +365,10 @@ void pool_unlink(struct moecache_pool *pool)
 	moecache_host_bytes -= (u64)pool->n_pages << PAGE_SHIFT;
 }
 
-int moecache_pool_destroy(const char *name)
+int moecache_pool_destroy(const char *name, moecache_pool_fn may, void *arg)
 {
 	char ev_name[MOECACHE_NAME_LEN];
+	struct moecache_pool_owner owner;
 	struct moecache_pool *pool;
 	int ret = 0;
 
@@ -357,10 +378,12 @@ int moecache_pool_destroy(const char *name)
 		ret = -ENOENT;
 		goto out_unlock;
 	}
-	if (!moecache_pool_may_admin(pool)) {
+	if (may)
+		ret = may(pool, arg);
+	else if (!moecache_pool_may_admin(pool))
 		ret = -EPERM;
+	if (ret)
 		goto out_unlock;
-	}
 	spin_lock(&pool->lock);
 	if (pool->n_files)
 		ret = -EBUSY;
@@ -369,9 +392,11 @@ int moecache_pool_destroy(const char *name)
 		goto out_unlock;
 	pool_unlink(pool);
 	strscpy(ev_name, pool->name, sizeof(ev_name));
+	moecache_pool_owner(pool, &owner);
 	kref_put(&pool->ref, pool_release);
 	mutex_unlock(&moecache_pools_lock);
-	moecache_nl_event(MOECACHE_EV_POOL_DESTROYED, ev_name, 0, 0);
+	moecache_nl_event(MOECACHE_EV_POOL_DESTROYED, ev_name, &owner, NULL,
+			  0, 0);
 	return 0;
 
 out_unlock:
@@ -444,7 +469,8 @@ void moecache_pool_describe(struct moecache_pool *pool,
 	spin_lock(&pool->lock);
 	desc->flags = pool->hdr->flags;
 	desc->n_files = pool->n_files;
-	desc->agent_pid = pool->agent_pid;
+	/* In the pid namespace of the task asking. */
+	desc->agent_pid = pid_vnr(pool->agent_pid);
 	desc->agent_epoch = pool->hdr->agent_epoch;
 	spin_unlock(&pool->lock);
 }
@@ -478,7 +504,7 @@ int moecache_pool_stats(struct moecache_pool *pool, u32 layer,
 	st->queued = pool->n_queued;
 	st->inflight = pool->n_inflight;
 	st->n_clients = pool->n_clients;
-	st->agent_pid = pool->agent_pid;
+	st->agent_pid = pid_vnr(pool->agent_pid);
 	spin_unlock(&pool->lock);
 	return 0;
 }
@@ -525,5 +551,5 @@ long ioc_pool_destroy(struct moecache_pool *pool, struct moecache_file *mf,
 		return -EFAULT;
 	if (!name_valid(req.name) || req.flags || req.pad)
 		return -EINVAL;
-	return moecache_pool_destroy(req.name);
+	return moecache_pool_destroy(req.name, NULL, NULL);
 }

@@ -2,11 +2,21 @@
 /*
  * moecache generic netlink family: pools, statistics and events.
  *
- * Family MOECACHE_GENL_NAME, version MOECACHE_GENL_VERSION, multicast group
- * MOECACHE_GENL_MCGRP_EVENTS. Every command has its own attribute policy and
- * is validated strictly: an attribute the command does not take, a wrong
- * length or an out-of-range value is an error. docs/moecachectl.md describes
- * each command, who may send it and its replies.
+ * Family MOECACHE_GENL_NAME, version MOECACHE_GENL_VERSION. Every command has
+ * its own attribute policy and is validated strictly: an attribute the
+ * command does not take, a wrong length or an out-of-range value is an
+ * error. docs/moecachectl.md describes each command, who may send it and its
+ * replies.
+ *
+ * Rights are checked on both the process that opened the socket and the one
+ * sending the request: each must have them. A pool is visible (POOL_LIST,
+ * POOL_INFO, STATS, events) only to who may read it, as ATTACH as a client
+ * would allow. Pids are in the pid namespace of the task reading them.
+ *
+ * Events are not multicast: a socket sends EVENTS_SUBSCRIBE and then
+ * receives, unicast, MOECACHE_CMD_EVENT messages of the pools its opener
+ * and its subscriber may both read, until it is closed or unsubscribes.
+ * Version 1 had a multicast group "events" open to anyone; it is gone.
  */
 #ifndef _UAPI_LINUX_MOECACHE_NETLINK_H
 #define _UAPI_LINUX_MOECACHE_NETLINK_H
@@ -14,17 +24,17 @@
 #include <linux/types.h>
 
 #define MOECACHE_GENL_NAME		"moecache"
-#define MOECACHE_GENL_VERSION		1
-#define MOECACHE_GENL_MCGRP_EVENTS	"events"
+#define MOECACHE_GENL_VERSION		2
 
 enum moecache_nl_cmd {
 	MOECACHE_CMD_UNSPEC,
-	/* dump, anyone: one reply per pool with the pool attributes */
+	/* dump: one reply per pool the caller may read: the pool attributes */
 	MOECACHE_CMD_POOL_LIST,
-	/* anyone: POOL_NAME -> the pool attributes */
+	/* read permission: POOL_NAME -> the pool attributes */
 	MOECACHE_CMD_POOL_INFO,
 	/*
-	 * anyone: POOL_NAME [LAYER] -> STATS of the pool or of one layer.
+	 * read permission: POOL_NAME [LAYER] -> STATS of the pool or of one
+	 * layer.
 	 * As a dump: POOL_NAME -> the pool's STATS, then one reply per layer
 	 * (each with LAYER).
 	 */
@@ -35,8 +45,12 @@ enum moecache_nl_cmd {
 	MOECACHE_CMD_POOL_DESTROY,
 	/* CAP_SYS_ADMIN or the pool's owner: POOL_NAME -> FLUSHED */
 	MOECACHE_CMD_FLUSH,
-	/* multicast to MOECACHE_GENL_MCGRP_EVENTS only: EVENT, POOL_NAME, ... */
+	/* sent to subscribed sockets only: EVENT, POOL_NAME, ... */
 	MOECACHE_CMD_EVENT,
+	/* anyone: this socket receives the events of the pools it may read */
+	MOECACHE_CMD_EVENTS_SUBSCRIBE,
+	/* a subscribed socket: it receives no more events */
+	MOECACHE_CMD_EVENTS_UNSUBSCRIBE,
 
 	__MOECACHE_CMD_MAX,
 };

@@ -127,7 +127,6 @@ struct fz_lane {
 	int nl_fd;	    /* generic netlink socket, -1 until used */
 	pid_t nl_owner;	    /* who opened it: a forked child opens its own */
 	uint16_t nl_family;
-	uint32_t nl_group; /* the events multicast group, 0 if unknown */
 	uint32_t nl_seq;
 	bool nl_subscribed;
 	uint64_t counts[FZ_OP_SLOTS];	 /* per operation kind */

@@ -6,7 +6,7 @@
  * defects (unknown or rejected types, wrong lengths, values out of range, a
  * name without its NUL, a missing name, a bad nla_len, bytes left over, a
  * truncated header, a non-zero reserved byte, flags genetlink refuses). Some
- * lanes join the events group and read it only by the way, so events also
+ * lanes subscribe to events and read them only by the way, so events also
  * meet a full socket. Every reply must parse and match the request; a
  * refusal must carry an errno that its defects or the pools' state explain.
  *
@@ -121,15 +121,15 @@ static ssize_t nl_recv(int fd, uint8_t *buf, size_t size, int timeout_ms)
 	}
 }
 
-/* Finds the family and its events group through the controller. */
+/* Finds the family through the controller. */
 static int nl_resolve(struct fz_lane *l)
 {
 	uint8_t *buf = malloc(NL_RECV_MAX);
 	struct nl_req r;
 	struct nlmsghdr *h;
-	struct nlattr *a, *g, *m;
+	struct nlattr *a;
 	ssize_t n;
-	int rem, grem, mrem, ret = -ENOENT;
+	int rem, ret = -ENOENT;
 
 	if (!buf)
 		return -ENOMEM;
@@ -154,22 +154,6 @@ static int nl_resolve(struct fz_lane *l)
 		    a->nla_len == NLA_HDRLEN + 2) {
 			memcpy(&l->nl_family, (uint8_t *)a + NLA_HDRLEN, 2);
 			ret = 0;
-		}
-		if ((a->nla_type & NLA_TYPE_MASK) != CTRL_ATTR_MCAST_GROUPS)
-			continue;
-		g = (struct nlattr *)((uint8_t *)a + NLA_HDRLEN);
-		for (grem = a->nla_len - NLA_HDRLEN;
-		     grem >= NLA_HDRLEN && g->nla_len >= NLA_HDRLEN && g->nla_len <= grem;
-		     grem -= NLA_ALIGN(g->nla_len),
-		    g = (struct nlattr *)((uint8_t *)g + NLA_ALIGN(g->nla_len))) {
-			m = (struct nlattr *)((uint8_t *)g + NLA_HDRLEN);
-			for (mrem = g->nla_len - NLA_HDRLEN;
-			     mrem >= NLA_HDRLEN && m->nla_len >= NLA_HDRLEN && m->nla_len <= mrem;
-			     mrem -= NLA_ALIGN(m->nla_len),
-			    m = (struct nlattr *)((uint8_t *)m + NLA_ALIGN(m->nla_len)))
-				if ((m->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_MCAST_GRP_ID &&
-				    m->nla_len == NLA_HDRLEN + 4)
-					memcpy(&l->nl_group, (uint8_t *)m + NLA_HDRLEN, 4);
 		}
 	}
 	/* The ACK that follows. */
@@ -609,15 +593,26 @@ void fz_op_netlink(struct fz_lane *l)
 
 	if (!nl_ready(l))
 		return;
-	/* Join the events group now and then, and leave it. */
-	if (l->nl_group && fz_chance(l, 1, 40)) {
-		int opt = l->nl_subscribed ? NETLINK_DROP_MEMBERSHIP : NETLINK_ADD_MEMBERSHIP;
+	/* Subscribe to events now and then, and unsubscribe. */
+	if (fz_chance(l, 1, 40)) {
+		uint8_t sub = l->nl_subscribed ? MOECACHE_CMD_EVENTS_UNSUBSCRIBE
+					       : MOECACHE_CMD_EVENTS_SUBSCRIBE;
 
-		if (setsockopt(l->nl_fd, SOL_NETLINK, opt, &l->nl_group, sizeof(l->nl_group)) < 0)
-			fz_report(l, "netlink: %s membership: %s",
-				  l->nl_subscribed ? "drop" : "add", fz_errname(errno));
-		else
+		req_init(&r, l->nl_family, NLM_F_REQUEST | NLM_F_ACK, sub);
+		req_hdr(&r)->nlmsg_len = (uint32_t)r.len;
+		seq = ++l->nl_seq;
+		req_hdr(&r)->nlmsg_seq = seq;
+		ret = nl_send(l->nl_fd, r.buf, r.len);
+		if (!ret)
+			ret = nl_collect(l, seq, false, sub, NULL, &replies);
+		if (ret > 0)
+			return;
+		/* ENOSPC: the listener limits, which other lanes may fill. */
+		if (!ret)
 			l->nl_subscribed = !l->nl_subscribed;
+		else if (ret != -ENOSPC)
+			fz_report(l, "netlink: %s: %s",
+				  l->nl_subscribed ? "unsubscribe" : "subscribe", fz_errname(-ret));
 	}
 
 	cmd = fz_cmds[fz_below(l, sizeof(fz_cmds))];
@@ -649,6 +644,9 @@ void fz_op_netlink(struct fz_lane *l)
 		fz_expect_err(&e, EPERM);
 	if (cmd == MOECACHE_CMD_STATS && !dump)
 		fz_expect_err(&e, EINVAL); /* a layer past the pool's */
+	/* Reading a pool needs read permission, as a client attach. */
+	if ((cmd == MOECACHE_CMD_POOL_INFO || cmd == MOECACHE_CMD_STATS) && !l->privileged)
+		fz_expect_err(&e, EACCES);
 
 	if (cmd == MOECACHE_CMD_POOL_LIST && r.len > NLMSG_HDRLEN + GENL_HDRLEN)
 		fz_defect(&e, "attribute-on-list", EINVAL, 0);

@@ -290,6 +290,34 @@ void cli_flush(struct ct_ctx *ctx)
 	moecache_close(agent);
 }
 
+void cli_reads_private(struct ct_ctx *ctx)
+{
+	char name[MOECACHE_NAME_LEN], want[160];
+	struct ct_out o;
+
+	/* geom is root's with mode 0600 */
+	ct_pool(ctx, "pr", name);
+	ct_create(name, &geom);
+	snprintf(want, sizeof(want), "pool '%s': Permission denied", name);
+	ct_ctl(ctx, &o, true, "stats", name, NULL);
+	CT_EQ(o.status, 1);
+	CT_CONTAINS(o.err, want);
+	/* a request, not a dump: the kernel's reason comes back too */
+	snprintf(want, sizeof(want), "pool '%s': Permission denied (no read permission on the pool)",
+		 name);
+	ct_ctl(ctx, &o, true, "pool", "info", name, NULL);
+	CT_EQ(o.status, 1);
+	CT_CONTAINS(o.err, want);
+	ct_ctl(ctx, &o, true, "pool", "list", NULL);
+	CT_EQ(o.status, 0);
+	CT_ASSERT(!strstr(o.out, name));
+	/* root reads it */
+	ct_ctl(ctx, &o, false, "stats", name, NULL);
+	CT_EQ(o.status, 0);
+	ct_ctl(ctx, &o, false, "pool", "list", NULL);
+	CT_CONTAINS(o.out, name);
+}
+
 void cli_bank(struct ct_ctx *ctx)
 {
 	char name[MOECACHE_NAME_LEN];

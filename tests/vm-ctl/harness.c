@@ -14,10 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <moecache_netlink.h>
+#include <netlink/genl/ctrl.h>
+#include <netlink/genl/genl.h>
+#include <netlink/netlink.h>
 
 #include "harness.h"
 
@@ -58,6 +64,95 @@ void ct_nl_open(struct ctl_nl *nl)
 			ctl_nl_message(nl) ? ctl_nl_message(nl) : "");
 }
 
+void ct_nl_adopt(struct ctl_nl *nl, int fd)
+{
+	memset(nl, 0, sizeof(*nl));
+	nl->sk = nl_socket_alloc();
+	if (!nl->sk || nl_socket_set_fd(nl->sk, NETLINK_GENERIC, fd) < 0)
+		CT_FAIL("cannot adopt netlink socket %d", fd);
+	nl->family = genl_ctrl_resolve(nl->sk, MOECACHE_GENL_NAME);
+	if (nl->family < 0)
+		CT_FAIL("no family %s on the adopted socket", MOECACHE_GENL_NAME);
+}
+
+static int send_nobody_socket(void *arg)
+{
+	char byte = 0, cbuf[CMSG_SPACE(sizeof(int))] = {0};
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	struct ctl_nl nl;
+	int fd;
+
+	if (ctl_nl_open(&nl))
+		return 100;
+	fd = nl_socket_get_fd(nl.sk);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(*(int *)arg, &mh, 0) == 1 ? 0 : 101;
+}
+
+int ct_nobody_socket(void)
+{
+	char byte, cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *cm;
+	int sv[2], fd, ret;
+
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv))
+		CT_FAIL("socketpair: %s", strerror(errno));
+	ret = ct_as_nobody(send_nobody_socket, &sv[1]);
+	if (ret)
+		CT_FAIL("uid %d could not open and send a netlink socket (%d)", CT_NOBODY, ret);
+	if (recvmsg(sv[0], &mh, 0) != 1 || !(cm = CMSG_FIRSTHDR(&mh)) ||
+	    cm->cmsg_type != SCM_RIGHTS)
+		CT_FAIL("no socket received from uid %d", CT_NOBODY);
+	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	close(sv[0]);
+	close(sv[1]);
+	return fd;
+}
+
+static int log_event(const struct ctl_event *ev, void *arg)
+{
+	struct ct_event_log *log = arg;
+
+	if (!strncmp(ev->pool, log->prefix, strlen(log->prefix)) && log->n < 16)
+		log->ev[log->n++] = *ev;
+	return 0;
+}
+
+void ct_wait_events(struct ctl_nl *nl, struct ct_event_log *log, unsigned int n)
+{
+	uint64_t until = ct_now_ms() + 10000;
+
+	while (log->n < n) {
+		int left = (int)(until - ct_now_ms());
+		int ret;
+
+		if (left <= 0)
+			CT_FAIL("%u of %u events within 10 s", log->n, n);
+		ret = ctl_nl_event_wait(nl, left, log_event, log);
+		if (ret && ret != -ETIMEDOUT)
+			CT_FAIL("event wait: %s", strerror(-ret));
+	}
+}
+
+void ct_drain_events(struct ctl_nl *nl, struct ct_event_log *log)
+{
+	int ret;
+
+	while (!(ret = ctl_nl_event_wait(nl, 0, log_event, log)))
+		;
+	if (ret != -ETIMEDOUT)
+		CT_FAIL("event wait: %s", strerror(-ret));
+}
+
 void ct_create(const char *name, const struct ct_geom *g)
 {
 	struct ctl_create c;
@@ -73,6 +168,7 @@ void ct_create(const char *name, const struct ct_geom *g)
 	c.req.n_slots = g->n_slots;
 	c.req.expert_bytes = g->expert_bytes;
 	c.req.uid = g->uid;
+	c.req.gid = g->gid;
 	c.req.mode = g->mode ? g->mode : 0600;
 	c.has_range = c.has_uid = c.has_gid = c.has_mode = true;
 	ct_nl_open(&nl);
@@ -102,10 +198,9 @@ static void drop_privileges(void)
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 
-int ct_as_nobody(int (*fn)(void *arg), void *arg)
+pid_t ct_spawn_nobody(int (*fn)(void *arg), void *arg)
 {
 	pid_t pid = fork();
-	int status;
 
 	if (pid < 0)
 		CT_FAIL("fork: %s", strerror(errno));
@@ -113,9 +208,21 @@ int ct_as_nobody(int (*fn)(void *arg), void *arg)
 		drop_privileges();
 		_exit(fn(arg) & 0xff);
 	}
+	return pid;
+}
+
+int ct_wait_child(pid_t pid)
+{
+	int status;
+
 	if (waitpid(pid, &status, 0) < 0)
 		CT_FAIL("waitpid: %s", strerror(errno));
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int ct_as_nobody(int (*fn)(void *arg), void *arg)
+{
+	return ct_wait_child(ct_spawn_nobody(fn, arg));
 }
 
 static void read_all(int fd, char *buf, size_t len)

@@ -80,10 +80,27 @@ struct ct_geom {
 	uint32_t n_slots;
 	uint64_t expert_bytes;
 	uint32_t uid;
+	uint32_t gid;
 	uint32_t mode; /* 0: 0600 */
 };
 
 void ct_nl_open(struct ctl_nl *nl);
+/* A ctl_nl on fd, a generic netlink socket another process opened. */
+void ct_nl_adopt(struct ctl_nl *nl, int fd);
+/* A generic netlink socket opened by uid CT_NOBODY, handed to the caller. */
+int ct_nobody_socket(void);
+
+/* The events of the test's pools (names starting with prefix), in order. */
+struct ct_event_log {
+	const char *prefix;
+	struct ctl_event ev[16];
+	unsigned int n;
+};
+
+/* Waits until log holds n events of the test's pools (10 s at most). */
+void ct_wait_events(struct ctl_nl *nl, struct ct_event_log *log, unsigned int n);
+/* Adds the events already queued on nl to log, without waiting. */
+void ct_drain_events(struct ctl_nl *nl, struct ct_event_log *log);
 /* Creates a pool over netlink (root); the test fails if it cannot. */
 void ct_create(const char *name, const struct ct_geom *g);
 /* Flags of the pool, by netlink. */
@@ -108,6 +125,9 @@ void ct_ctl(const struct ct_ctx *ctx, struct ct_out *o, bool unprivileged, const
  * capabilities; returns what fn returned (0..255), or -1 if it crashed.
  */
 int ct_as_nobody(int (*fn)(void *arg), void *arg);
+/* The same, without waiting: ct_wait_child gives what fn returned. */
+pid_t ct_spawn_nobody(int (*fn)(void *arg), void *arg);
+int ct_wait_child(pid_t pid);
 
 void ct_sleep_ms(unsigned int ms);
 uint64_t ct_now_ms(void);

@@ -299,41 +299,9 @@ void nl_destroy(struct ct_ctx *ctx)
 
 /* ---- events ---- */
 
-struct event_log {
-	const char *prefix;
-	struct ctl_event ev[16];
-	unsigned int n;
-};
-
-static int log_event(const struct ctl_event *ev, void *arg)
-{
-	struct event_log *log = arg;
-
-	if (!strncmp(ev->pool, log->prefix, strlen(log->prefix)) && log->n < 16)
-		log->ev[log->n++] = *ev;
-	return 0;
-}
-
-/* Waits until log holds n events of the test's pools. */
-static void wait_events(struct ctl_nl *nl, struct event_log *log, unsigned int n)
-{
-	uint64_t until = ct_now_ms() + 10000;
-
-	while (log->n < n) {
-		int left = (int)(until - ct_now_ms());
-		int ret;
-
-		if (left <= 0)
-			CT_FAIL("%u of %u events within 10 s", log->n, n);
-		ret = ctl_nl_event_wait(nl, left, log_event, log);
-		if (ret && ret != -ETIMEDOUT)
-			CT_FAIL("event wait: %s", strerror(-ret));
-	}
-}
-
 void nl_events_pools(struct ct_ctx *ctx)
 {
-	struct event_log log = {.prefix = ctx->prefix};
+	struct ct_event_log log = {.prefix = ctx->prefix};
 	char name[MOECACHE_NAME_LEN];
 	struct ctl_nl ev, nl;
 
@@ -343,7 +311,7 @@ void nl_events_pools(struct ct_ctx *ctx)
 	ct_create(name, &small);
 	ct_nl_open(&nl);
 	CT_OK(ctl_nl_pool_destroy(&nl, name));
-	wait_events(&ev, &log, 2);
+	ct_wait_events(&ev, &log, 2);
 	CT_EQ(log.ev[0].type, MOECACHE_EVENT_POOL_CREATED);
 	CT_ASSERT(!strcmp(log.ev[0].pool, name));
 	CT_EQ(log.ev[1].type, MOECACHE_EVENT_POOL_DESTROYED);
@@ -354,7 +322,7 @@ void nl_events_pools(struct ct_ctx *ctx)
 
 void nl_events_agent(struct ct_ctx *ctx)
 {
-	struct event_log log = {.prefix = ctx->prefix};
+	struct ct_event_log log = {.prefix = ctx->prefix};
 	char name[MOECACHE_NAME_LEN];
 	struct moecache *agent;
 	struct ctl_nl ev;
@@ -365,7 +333,7 @@ void nl_events_agent(struct ct_ctx *ctx)
 	CT_OK(ctl_nl_events_join(&ev));
 	CT_OK(moecache_open_attach(name, MOECACHE_ROLE_AGENT, &agent));
 	moecache_close(agent);
-	wait_events(&ev, &log, 2);
+	ct_wait_events(&ev, &log, 2);
 	CT_EQ(log.ev[0].type, MOECACHE_EVENT_AGENT_ATTACHED);
 	CT_ASSERT(log.ev[0].has_pid);
 	CT_EQ(log.ev[0].pid, getpid());
@@ -375,7 +343,7 @@ void nl_events_agent(struct ct_ctx *ctx)
 
 void nl_events_eviction(struct ct_ctx *ctx)
 {
-	struct event_log log = {.prefix = ctx->prefix};
+	struct ct_event_log log = {.prefix = ctx->prefix};
 	char name[MOECACHE_NAME_LEN];
 	struct moecache *agent;
 	unsigned int old;
@@ -390,7 +358,7 @@ void nl_events_eviction(struct ct_ctx *ctx)
 	old = ct_set_param("evict_event_sample", 1);
 	agent_fill(agent, 0, 1, 3); /* evicts (2, 7) */
 	ct_set_param("evict_event_sample", old);
-	wait_events(&ev, &log, 1);
+	ct_wait_events(&ev, &log, 1);
 	CT_EQ(log.ev[0].type, MOECACHE_EVENT_EVICTION);
 	CT_ASSERT(log.ev[0].has_layer && log.ev[0].has_expert);
 	CT_EQ(log.ev[0].layer, 2);
@@ -402,7 +370,7 @@ void nl_events_eviction(struct ct_ctx *ctx)
 void nl_events_miss_storm(struct ct_ctx *ctx)
 {
 	static const uint32_t experts[] = {0, 1, 2, 3, 4, 5};
-	struct event_log log = {.prefix = ctx->prefix};
+	struct ct_event_log log = {.prefix = ctx->prefix};
 	char name[MOECACHE_NAME_LEN];
 	unsigned int old;
 	struct ctl_nl ev;
@@ -414,7 +382,7 @@ void nl_events_miss_storm(struct ct_ctx *ctx)
 	old = ct_set_param("miss_storm_per_sec", 4);
 	client_misses(name, 0, experts, 6, NULL);
 	ct_set_param("miss_storm_per_sec", old);
-	wait_events(&ev, &log, 1);
+	ct_wait_events(&ev, &log, 1);
 	CT_EQ(log.ev[0].type, MOECACHE_EVENT_MISS_STORM);
 	CT_ASSERT(!strcmp(log.ev[0].pool, name));
 	CT_ASSERT(log.ev[0].has_misses);
@@ -457,10 +425,12 @@ static int nobody_reads(void *p)
 
 void nl_unprivileged_reads(struct ct_ctx *ctx)
 {
+	struct ct_geom g = small;
 	struct as_nobody_arg a;
 
+	g.mode = 0604;
 	ct_pool(ctx, "r", a.name);
-	ct_create(a.name, &small);
+	ct_create(a.name, &g);
 	CT_EQ(ct_as_nobody(nobody_reads, &a), 0);
 }
 

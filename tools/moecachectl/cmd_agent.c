@@ -289,7 +289,7 @@ static int write_json(const char *path, struct json_object *o)
 	return ret;
 }
 
-/* The pool's geometry and agent, by netlink (anyone may ask). */
+/* The pool's geometry and agent, by netlink (needs read permission). */
 static int pool_lookup(const char *pool, struct ctl_pool *p)
 {
 	struct ctl_nl nl;

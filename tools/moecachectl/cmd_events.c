@@ -19,7 +19,8 @@ static const char events_usage[] =
     "destroyed, agents attached and lost, sampled evictions and miss storms.\n"
     "--pool keeps one pool's events; --count stops after N events; --timeout\n"
     "fails (exit 1) when N events (or, without --count, any) do not come in\n"
-    "time. --json prints one JSON object per line.\n";
+    "time. --json prints one JSON object per line. Only the events of the pools\n"
+    "you may read arrive; pids are in your pid namespace.\n";
 
 enum { OPT_POOL = 256, OPT_COUNT, OPT_TIMEOUT, OPT_JSON, OPT_HELP };
 

@@ -23,7 +23,7 @@ static const char pool_usage[] =
     "  bank slots. The owner (default: you) and MODE (octal, default 0600) decide\n"
     "  who may attach, as for IPC objects.\n"
     "destroy (CAP_SYS_ADMIN or the owner): fails while any process is attached.\n"
-    "list, info: anyone.\n";
+    "list, info: the pools you may read (read permission, as a client attach).\n";
 
 static const char flush_usage[] =
     "usage: moecachectl flush NAME\n"

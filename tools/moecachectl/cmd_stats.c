@@ -19,7 +19,7 @@ static const char stats_usage[] =
     "The pool's counters since it was created: hits, misses, prefetch hits,\n"
     "prefetches, evictions, commits, aborts, bytes copied, waits and their\n"
     "time (with a histogram), for the whole pool and for every layer, or only\n"
-    "layer L; then the pool's current state. Anyone may read them.\n";
+    "layer L; then the pool's current state. Needs read permission on the pool.\n";
 
 static const char top_usage[] =
     "usage: moecachectl top NAME [--interval SECONDS] [--iterations N]\n"

@@ -136,7 +136,19 @@ struct ctl_nl_txn {
 	void *arg;
 	int err;       /* 1 while waiting, then 0 or -errno */
 	int parse_err; /* the first parse failure */
+	uint32_t seq;  /* the request's */
 };
+
+/*
+ * Only the answers to the request: a subscribed socket also receives
+ * events (sequence number 0), which a transaction leaves aside.
+ */
+static int txn_seq_check(struct nl_msg *msg, void *arg)
+{
+	struct ctl_nl_txn *t = arg;
+
+	return nlmsg_hdr(msg)->nlmsg_seq == t->seq ? NL_OK : NL_SKIP;
+}
 
 static int txn_valid(struct nl_msg *msg, void *arg)
 {
@@ -234,8 +246,10 @@ int ctl_nl_transact(struct ctl_nl *nl, struct nl_msg *msg,
 	nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, txn_valid, &t);
 	nl_cb_set(cb, NL_CB_FINISH, NL_CB_CUSTOM, txn_finish, &t);
 	nl_cb_set(cb, NL_CB_ACK, NL_CB_CUSTOM, txn_ack, &t);
+	nl_cb_set(cb, NL_CB_SEQ_CHECK, NL_CB_CUSTOM, txn_seq_check, &t);
 	nl_cb_err(cb, NL_CB_CUSTOM, txn_error, &t);
 	ret = nl_send_auto(nl->sk, msg);
+	t.seq = nlmsg_hdr(msg)->nlmsg_seq;
 	nlmsg_free(msg);
 	if (ret < 0) {
 		nl_cb_put(cb);
@@ -500,13 +514,20 @@ int ctl_nl_flush(struct ctl_nl *nl, const char *name, uint32_t *flushed)
 
 int ctl_nl_events_join(struct ctl_nl *nl)
 {
-	int grp, ret;
+	struct nl_msg *msg = ctl_nl_msg_new(nl, MOECACHE_CMD_EVENTS_SUBSCRIBE, 0);
 
-	grp = genl_ctrl_resolve_grp(nl->sk, MOECACHE_GENL_NAME, MOECACHE_GENL_MCGRP_EVENTS);
-	if (grp < 0)
-		return nlerr_to_errno(grp);
-	ret = nl_socket_add_membership(nl->sk, grp);
-	return ret < 0 ? nlerr_to_errno(ret) : 0;
+	if (!msg)
+		return -ENOMEM;
+	return ctl_nl_transact(nl, msg, NULL, NULL);
+}
+
+int ctl_nl_events_leave(struct ctl_nl *nl)
+{
+	struct nl_msg *msg = ctl_nl_msg_new(nl, MOECACHE_CMD_EVENTS_UNSUBSCRIBE, 0);
+
+	if (!msg)
+		return -ENOMEM;
+	return ctl_nl_transact(nl, msg, NULL, NULL);
 }
 
 const char *ctl_nl_event_name(uint32_t type)

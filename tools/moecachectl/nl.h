@@ -77,8 +77,13 @@ int ctl_nl_pool_create(struct ctl_nl *nl, const struct ctl_create *c);
 int ctl_nl_pool_destroy(struct ctl_nl *nl, const char *name);
 int ctl_nl_flush(struct ctl_nl *nl, const char *name, uint32_t *flushed);
 
-/* Joins the "events" group; then ctl_nl_event_wait delivers them. */
+/*
+ * Subscribes the socket to the events of the pools it may read (EALREADY
+ * if it is); then ctl_nl_event_wait delivers them. The subscription ends
+ * with ctl_nl_events_leave or when the socket is closed.
+ */
 int ctl_nl_events_join(struct ctl_nl *nl);
+int ctl_nl_events_leave(struct ctl_nl *nl);
 /*
  * Waits up to timeout_ms (-1: forever) for events and calls fn for each;
  * returns 0 after a batch, -ETIMEDOUT, -EINTR, or fn's negative return.

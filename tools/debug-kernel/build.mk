@@ -16,9 +16,13 @@ debug-module:
 	+@kdir=$$(tools/debug-kernel/build) && \
 		$(MAKE) --no-print-directory -B BUILD=$(BUILD)/debug KDIR=$$kdir module
 
+# VM_PROGRAMS names what the fragments build, not what build/bin holds:
+# make expands a whole recipe before running its first line, so a wildcard
+# here would list build/bin as it was before `userspace` built it (empty in
+# a fresh clone). tools/debug-kernel/check skips the names not built.
 .PHONY: check-debug
 check-debug:
 	+@$(MAKE) --no-print-directory deps
 	+@$(MAKE) --no-print-directory -k userspace
-	+@MAKE="$(MAKE)" VM_PROGRAMS="$(wildcard $(BIN)/*) $(VM_TESTS)" \
+	+@MAKE="$(MAKE)" VM_PROGRAMS="$(PROGRAMS) $(VM_TESTS)" \
 		VM_SUITES="$(VM_SUITES)" tools/debug-kernel/check

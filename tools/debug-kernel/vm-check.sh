@@ -11,7 +11,9 @@
 #   faultinj  moecache-faultinj, then FAULT_RANDOM random rounds of each call
 #   stress    moecache-stress for STRESS_SECONDS
 #   soak      tests/stress/soak.sh (needs moecached and moecache-decode)
-#   leaks     unloads the module, scans for leaks: always last
+#   leaks     unloads the module, scans for leaks: always last (KASAN kernel)
+#   kcsan     unloads the module, checks that KCSAN watched: always last
+#             (KCSAN kernel)
 #
 # After each phase the kernel log is checked for reports (KASAN, lockdep,
 # UBSAN, BUG, WARNING...) and cleared, so that each report is blamed on its
@@ -19,6 +21,8 @@
 # boot is no report; allocation-failure dumps during faultinj are expected
 # (their "Call Trace" is not counted there, the reports' own headers are),
 # and so is kmemleak's note that it could not allocate a scan area.
+# A KCSAN report counts when a frame of it is in the module; the kernel's
+# own races are listed, not counted (/data/kcsan-reports.awk sorts them).
 # Prints "check-debug: PHASE: ok|FAILED|SKIPPED (N s)" per phase and exits
 # non-zero if any failed.
 set -u
@@ -26,6 +30,7 @@ set -u
 reports='BUG:|kernel BUG at|WARNING:|Oops|general protection|Call Trace|Kernel panic|KASAN|UBSAN|KFENCE|kmemleak|suspected memory leak|refcount_t:|list_add corruption|list_del corruption|list corruption|detected stall|soft lockup|hung_task|blocked for more than|possible recursive locking|inconsistent lock state|circular locking'
 benign='kmemleak: Kernel memory leak detector initialized'
 kmemleak=/sys/kernel/debug/kmemleak
+kcsan=/sys/kernel/debug/kcsan
 status=0
 
 now()
@@ -42,8 +47,15 @@ since()
 # $1: a pattern of lines that are no report in this phase.
 kernel_log_clean()
 {
-	dmesg -c >/tmp/dmesg.phase 2>/dev/null || dmesg >/tmp/dmesg.phase
+	dmesg -c >/tmp/dmesg.all 2>/dev/null || dmesg >/tmp/dmesg.all
 	ignore=$benign${1:+|$1}
+	: >/tmp/kcsan.kernel
+	awk -v module=moecache -v foreign=/tmp/kcsan.kernel -f /data/kcsan-reports.awk \
+		/tmp/dmesg.all >/tmp/dmesg.phase || cp /tmp/dmesg.all /tmp/dmesg.phase
+	if [ -s /tmp/kcsan.kernel ]; then
+		echo "check-debug: note: $(wc -l </tmp/kcsan.kernel) KCSAN reports without a frame in the module (not counted):"
+		sort -u /tmp/kcsan.kernel | head -n 20 | sed 's/^/    /'
+	fi
 	if grep -E "$reports" /tmp/dmesg.phase | grep -v -E "$ignore" >/tmp/dmesg.found; then
 		echo "check-debug: kernel reports:"
 		# The context of each report: what follows its first line.
@@ -141,9 +153,38 @@ phase_leaks()
 	return $rc
 }
 
+# KCSAN was on and watching the whole run (no report is worth nothing from
+# a detector that was off), then the module goes (its release paths race
+# too). The module's own reports fail the phases they came in.
+phase_kcsan()
+{
+	rc=0
+	[ -e "$kcsan" ] || {
+		echo "check-debug: no $kcsan: not a KCSAN kernel"
+		return 1
+	}
+	sed 's/^/    /' "$kcsan" | head -n 12
+	if ! grep -qx 'enabled: 1' "$kcsan"; then
+		echo "check-debug: KCSAN is not enabled"
+		rc=1
+	fi
+	watched=$(sed -n 's/^setup_watchpoints: //p' "$kcsan")
+	if [ "${watched:-0}" -le 0 ]; then
+		echo "check-debug: KCSAN set up no watchpoint"
+		rc=1
+	fi
+	if [ -d /sys/module/moecache ]; then
+		rmmod moecache || {
+			echo "check-debug: rmmod moecache failed"
+			rc=1
+		}
+	fi
+	return $rc
+}
+
 # ---- main ----
 
-[ -e "$kmemleak" ] || echo "check-debug: warning: no kmemleak in this kernel"
+[ -e "$kmemleak" ] || [ -e "$kcsan" ] || echo "check-debug: warning: no kmemleak in this kernel"
 # Boot and insmod: reports there count too. Leaks from before the tests do not.
 t=$(now)
 if [ -e "$kmemleak" ]; then
@@ -161,6 +202,7 @@ for phase in "$@"; do
 	stress) phase_stress ;;
 	soak) phase_soak ;;
 	leaks) phase_leaks ;;
+	kcsan) phase_kcsan ;;
 	*)
 		echo "check-debug: unknown phase $phase"
 		false

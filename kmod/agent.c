@@ -5,9 +5,12 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/anon_inodes.h>
+#include <linux/dma-buf.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/poll.h>
+#include <linux/shmem_fs.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/wait.h>
@@ -277,6 +280,85 @@ out_unlock:
 	return ret;
 }
 
+/*
+ * A client may only read the bank. A CPU bank is a memfd the agent maps
+ * read-write; were a client given that file, or a read-only open of it,
+ * it could open it again read-write through /proc/self/fd (memfd inodes
+ * are 0777). It gets instead a file of its own whose only operation is a
+ * mapping of the memfd that can never become writable. Device banks (CUDA,
+ * ROCm) are shared as they are: what a client may do with them is up to
+ * the importing driver (docs/abi.md, "Security model").
+ */
+static int bank_view_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct file *bank = file->private_data;
+
+	if (vma->vm_flags & (VM_WRITE | VM_EXEC))
+		return -EPERM;
+	moecache_vm_flags_clear(vma, VM_MAYWRITE | VM_MAYEXEC);
+	/* The mapping is the memfd's from here on, as dma_buf_mmap() does. */
+	vma_set_file(vma, bank);
+	return moecache_call_mmap(bank, vma);
+}
+
+static int bank_view_release(struct inode *inode, struct file *file)
+{
+	fput(file->private_data);
+	return 0;
+}
+
+static const struct file_operations bank_view_fops = {
+	.owner = THIS_MODULE,
+	.mmap = bank_view_mmap,
+	.release = bank_view_release,
+	.llseek = noop_llseek,
+};
+
+/* Takes the reference on bank: the view holds it, or it is dropped. */
+static struct file *bank_view_open(struct file *bank)
+{
+	struct file *view;
+
+	view = anon_inode_getfile("[moecache-bank]", &bank_view_fops, bank,
+				  O_RDONLY);
+	if (IS_ERR(view))
+		fput(bank);
+	return view;
+}
+
+/*
+ * What BANK_SET may be given: never a file of this driver (whose release
+ * would wait for the pool it is held by), and the file type the backend
+ * implies, at least bank_bytes long.
+ */
+static int bank_check(struct file *bank, const struct moecache_bank *req)
+{
+	struct dma_buf *dmabuf;
+	int ret = 0;
+
+	if (moecache_file_is_ours(bank) || bank->f_op == &bank_view_fops)
+		return -EINVAL;
+	switch (req->backend) {
+	case MOECACHE_BACKEND_CPU:
+		if (!shmem_file(bank) ||
+		    i_size_read(file_inode(bank)) < req->bank_bytes)
+			ret = -EINVAL;
+		break;
+	case MOECACHE_BACKEND_ROCM:
+		dmabuf = dma_buf_get(req->fd);
+		if (IS_ERR(dmabuf))
+			return -EINVAL;
+		if (dmabuf->file != bank || dmabuf->size < req->bank_bytes)
+			ret = -EINVAL;
+		dma_buf_put(dmabuf);
+		break;
+	default:
+		/* A CUDA handle is the NVIDIA driver's own file. */
+		break;
+	}
+	return ret;
+}
+
 long ioc_bank_set(struct moecache_pool *pool, struct moecache_file *mf,
 		  void __user *argp)
 {
@@ -298,6 +380,9 @@ long ioc_bank_set(struct moecache_pool *pool, struct moecache_file *mf,
 	bank = fget(req.fd);
 	if (!bank)
 		return -EBADF;
+	ret = bank_check(bank, &req);
+	if (ret)
+		goto out_put;
 
 	spin_lock(&pool->lock);
 	if (pool->n_pinned_slots) {
@@ -319,25 +404,12 @@ long ioc_bank_set(struct moecache_pool *pool, struct moecache_file *mf,
 	map_write_end(pool);
 out_unlock:
 	spin_unlock(&pool->lock);
-	if (bank)
-		fput(bank);
 	if (old)
 		fput(old);
+out_put:
+	if (bank)
+		fput(bank);
 	return ret;
-}
-
-/*
- * A client may only read the bank. A memfd can be opened again read-only;
- * device banks (CUDA, ROCm) are shared as they are and protected by the
- * importing driver's access flags.
- */
-static struct file *bank_reopen_ro(struct file *bank)
-{
-	struct file *ro = dentry_open(&bank->f_path, O_RDONLY | O_LARGEFILE,
-				      current_cred());
-
-	fput(bank);
-	return ro;
 }
 
 long ioc_bank_get(struct moecache_pool *pool, struct moecache_file *mf,
@@ -358,7 +430,7 @@ long ioc_bank_get(struct moecache_pool *pool, struct moecache_file *mf,
 		return -ENODATA;
 	if (mf->role == MOECACHE_ROLE_CLIENT &&
 	    req.backend == MOECACHE_BACKEND_CPU) {
-		bank = bank_reopen_ro(bank);
+		bank = bank_view_open(bank);
 		if (IS_ERR(bank))
 			return PTR_ERR(bank);
 	}

@@ -9,7 +9,9 @@
 #ifndef _MOECACHE_COMPAT_H
 #define _MOECACHE_COMPAT_H
 
+#include <linux/fs.h>
 #include <linux/mm.h>
+#include <linux/module.h>
 #include <linux/mmzone.h>
 #include <linux/version.h>
 #include <net/genetlink.h>
@@ -74,6 +76,28 @@ static inline struct nlattr **moecache_genl_dump_attrs(struct netlink_callback *
 {
 	return genl_dumpit_info(cb)->attrs;
 }
+#endif
+
+/*
+ * Maps a file the driver hands on (a client's view of a CPU bank maps the
+ * bank's memfd). Kernels whose shmem has .mmap_prepare rather than .mmap
+ * need their own way here.
+ */
+static inline int moecache_call_mmap(struct file *file,
+				     struct vm_area_struct *vma)
+{
+	return call_mmap(file, vma);
+}
+
+/*
+ * Importing the DMA_BUF symbol namespace (dma_buf_get()).
+ * 6.13: the namespace is a string literal ("module: Convert symbol
+ * namespace to string literal").
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+#define MOECACHE_IMPORT_NS_DMA_BUF()	MODULE_IMPORT_NS("DMA_BUF")
+#else
+#define MOECACHE_IMPORT_NS_DMA_BUF()	MODULE_IMPORT_NS(DMA_BUF)
 #endif
 
 #endif /* _MOECACHE_COMPAT_H */

@@ -291,6 +291,9 @@ void request_requeue(struct moecache_pool *pool, u32 idx);
 void client_detach(struct moecache_pool *pool, struct moecache_file *mf);
 int check_target(struct moecache_pool *pool, u32 layer, u32 expert, u32 *idx);
 
+/* file.c */
+bool moecache_file_is_ours(struct file *file);
+
 /* agent.c */
 void agent_detach(struct moecache_pool *pool);
 ssize_t moecache_read(struct file *file, char __user *buf, size_t len,

@@ -400,6 +400,11 @@ static const struct file_operations moecache_fops = {
 	.llseek = noop_llseek,
 };
 
+bool moecache_file_is_ours(struct file *file)
+{
+	return file->f_op == &moecache_fops;
+}
+
 static struct miscdevice moecache_dev = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = "moecache",
@@ -448,3 +453,5 @@ module_exit(moecache_exit);
 
 MODULE_DESCRIPTION("moecache: machine-wide residency of Mixture-of-Experts experts");
 MODULE_LICENSE("GPL");
+/* dma_buf_get(), to check a ROCm bank. */
+MOECACHE_IMPORT_NS_DMA_BUF();

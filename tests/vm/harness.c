@@ -404,7 +404,7 @@ size_t vm_read_requests(const struct vm_view *v, struct moecache_request *reqs, 
 
 int vm_bank_set_memfd(const struct vm_view *agent, __u64 stride, struct moecache_bank *bank)
 {
-	int fd = memfd_create("moecache-vmtest-bank", MFD_CLOEXEC);
+	int fd = memfd_create("moecache-vmtest-bank", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	if (fd < 0)
 		VM_FAIL("memfd_create: %s", vm_errname(errno));
@@ -414,6 +414,8 @@ int vm_bank_set_memfd(const struct vm_view *agent, __u64 stride, struct moecache
 	bank->slot_stride = stride;
 	bank->bank_bytes = stride * agent->att.n_slots;
 	VM_OK(ftruncate(fd, (off_t)bank->bank_bytes));
+	/* As the agent does: nobody may resize the bank under the clients. */
+	VM_OK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW));
 	VM_OK(ioctl(agent->fd, MOECACHE_IOC_BANK_SET, bank));
 	return fd;
 }
@@ -897,6 +899,7 @@ static const struct vm_suite *const vm_suites[] = {
     &vm_gup_suite,
     &vm_concurrency_suite,
     &vm_fastpins_suite,
+    &vm_tenant_suite,
     /* Last: it ends with the module-unload check. */
     &vm_lifetime_suite,
 };

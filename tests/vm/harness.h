@@ -62,6 +62,7 @@ extern const struct vm_suite vm_gup_suite;
 extern const struct vm_suite vm_concurrency_suite;
 extern const struct vm_suite vm_lifetime_suite;
 extern const struct vm_suite vm_fastpins_suite;
+extern const struct vm_suite vm_tenant_suite;
 
 /* Highest suffix vm_pool_name() may be given; the runner cleans these up. */
 #define VM_MAX_EXTRA_POOLS 64

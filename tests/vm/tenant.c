@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Tenant isolation and resource limits (docs/abi.md, "Security model"): a
+ * client with read permission on a pool cannot write its bank, wedge it or
+ * starve the other clients. Each test names the hole it pins.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define NOBODY 65534
+
+/* ---- the bank is read-only for clients -------------------------------- */
+
+struct bank_probe {
+	char pool[MOECACHE_NAME_LEN];
+	char node[64];
+	int attach_ret;
+	int bank_get_ret;
+	unsigned char seen;	/* slot 0's first byte through a read-only mapping */
+	int mmap_rw_err;	/* errno of a writable shared mmap, 0 if it worked */
+	int mprotect_err;	/* errno of mprotect(PROT_WRITE) on a read mapping */
+	int pwrite_err;		/* errno of pwrite() on the fd */
+	int reopen_err;		/* errno of open("/proc/self/fd/N", O_RDWR), 0 if it worked */
+	int reopen_pwrite_err;
+	int reopen_mmap_rw_err;
+	int wrote;		/* how many of the ways above wrote a byte */
+};
+
+static int try_write_mapping(int fd, size_t len, int *err)
+{
+	unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	if (p == MAP_FAILED) {
+		*err = errno;
+		return 0;
+	}
+	*err = 0;
+	p[0] = 0xee;
+	munmap(p, len);
+	return 1;
+}
+
+static int try_pwrite(int fd, int *err)
+{
+	unsigned char b = 0xee;
+
+	if (pwrite(fd, &b, 1, 0) == 1) {
+		*err = 0;
+		return 1;
+	}
+	*err = errno;
+	return 0;
+}
+
+static void bank_probe_main(void *arg)
+{
+	struct bank_probe *job = arg;
+	int fd = vm_become_unprivileged(NOBODY, NOBODY, job->node);
+	struct moecache_bank bank;
+	struct vm_view c;
+	unsigned char *ro;
+	char path[64];
+	int rw;
+
+	job->attach_ret = vm_try_attach_fd(&c, fd, job->pool, MOECACHE_ROLE_CLIENT);
+	if (job->attach_ret) {
+		close(fd);
+		return;
+	}
+	memset(&bank, 0, sizeof(bank));
+	job->bank_get_ret = ioctl(c.fd, MOECACHE_IOC_BANK_GET, &bank) < 0 ? -errno : 0;
+	if (job->bank_get_ret)
+		goto out;
+	ro = mmap(NULL, bank.bank_bytes, PROT_READ, MAP_SHARED, bank.fd, 0);
+	VM_ASSERT(ro != MAP_FAILED);
+	job->seen = ro[0];
+	if (mprotect(ro, bank.bank_bytes, PROT_READ | PROT_WRITE) == 0) {
+		ro[0] = 0xee;
+		job->wrote++;
+	} else {
+		job->mprotect_err = errno;
+	}
+	munmap(ro, bank.bank_bytes);
+	job->wrote += try_write_mapping(bank.fd, bank.bank_bytes, &job->mmap_rw_err);
+	job->wrote += try_pwrite(bank.fd, &job->pwrite_err);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", bank.fd);
+	rw = open(path, O_RDWR | O_CLOEXEC);
+	job->reopen_err = rw < 0 ? errno : 0;
+	if (rw >= 0) {
+		job->wrote += try_pwrite(rw, &job->reopen_pwrite_err);
+		job->wrote += try_write_mapping(rw, bank.bank_bytes, &job->reopen_mmap_rw_err);
+		close(rw);
+	}
+	close(bank.fd);
+out:
+	vm_detach(&c);
+}
+
+static void expect_refused(int err, const char *what)
+{
+	if (err == 0)
+		VM_FAIL("%s succeeded", what);
+}
+
+/*
+ * Pins: a client's BANK_GET memfd could be reopened read-write through
+ * /proc/self/fd and written with pwrite() or a writable mapping.
+ */
+static void permission_client_bank_read_only(struct vm_ctx *ctx)
+{
+	struct bank_probe *job = vm_shared(sizeof(*job));
+	struct vm_geom g = vm_geom_default;
+	struct moecache_bank bank;
+	unsigned char *bytes;
+	struct vm_view a;
+	int memfd;
+
+	g.mode = 0644;
+	vm_pool_create(ctx->pool, &g);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	memfd = vm_bank_set_memfd(&a, a.att.expert_bytes, &bank);
+	bytes = mmap(NULL, bank.bank_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	VM_ASSERT(bytes != MAP_FAILED);
+	bytes[0] = 0x5a;
+	snprintf(job->pool, sizeof(job->pool), "%s", ctx->pool);
+	vm_get_node(job->node, sizeof(job->node));
+	vm_reap_ok(vm_spawn(bank_probe_main, job), 10000, "the unprivileged client");
+	vm_put_node(job->node);
+	VM_EQ(job->attach_ret, 0);
+	VM_EQ(job->bank_get_ret, 0);
+	/* It reads what the agent wrote... */
+	VM_EQ(job->seen, 0x5a);
+	/* ...and no way it has of writing the bank works. */
+	expect_refused(job->mprotect_err, "mprotect(PROT_WRITE) of the client's bank mapping");
+	expect_refused(job->mmap_rw_err, "a writable shared mmap of the client's bank fd");
+	expect_refused(job->pwrite_err, "pwrite() on the client's bank fd");
+	if (job->reopen_err == 0) {
+		expect_refused(job->reopen_pwrite_err, "pwrite() on the bank reopened O_RDWR");
+		expect_refused(job->reopen_mmap_rw_err,
+			       "a writable mmap of the bank reopened O_RDWR");
+	}
+	VM_EQ(job->wrote, 0);
+	VM_EQ(bytes[0], 0x5a);
+	munmap(bytes, bank.bank_bytes);
+	close(memfd);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+struct restart_job {
+	char pool[MOECACHE_NAME_LEN];
+	struct vm_gate ready;
+	struct vm_gate never;
+};
+
+static void first_agent_main(void *arg)
+{
+	struct restart_job *job = arg;
+	struct moecache_bank bank;
+	struct vm_view a;
+	unsigned char *bytes;
+	int memfd;
+
+	vm_attach(&a, job->pool, MOECACHE_ROLE_AGENT);
+	memfd = vm_bank_set_memfd(&a, a.att.expert_bytes, &bank);
+	bytes = mmap(NULL, bank.bank_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	VM_ASSERT(bytes != MAP_FAILED);
+	bytes[0] = 1;
+	vm_gate_pass(&job->ready);
+	vm_gate_wait(&job->never, 120000, "the kill");
+}
+
+/* The bank the dead agent set stays writable for the agent after it. */
+static void lifetime_agent_restart_writes_bank(struct vm_ctx *ctx)
+{
+	struct restart_job *job = vm_shared(sizeof(*job));
+	struct moecache_bank bank, cbank;
+	unsigned char *rw, *ro;
+	struct vm_view a, c;
+	pid_t pid;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	snprintf(job->pool, sizeof(job->pool), "%s", ctx->pool);
+	vm_gate_open(&job->ready);
+	vm_gate_open(&job->never);
+	pid = vm_spawn(first_agent_main, job);
+	vm_gate_wait(&job->ready, 10000, "the first agent's bank");
+	vm_kill(pid, "the first agent");
+
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	memset(&bank, 0, sizeof(bank));
+	VM_OK(ioctl(a.fd, MOECACHE_IOC_BANK_GET, &bank));
+	rw = mmap(NULL, bank.bank_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bank.fd, 0);
+	VM_ASSERT_MSG(rw != MAP_FAILED, "the new agent cannot map the bank read-write: %s",
+		      vm_errname(errno));
+	VM_EQ(rw[0], 1);
+	rw[0] = 2;
+	memset(&cbank, 0, sizeof(cbank));
+	VM_OK(ioctl(c.fd, MOECACHE_IOC_BANK_GET, &cbank));
+	ro = mmap(NULL, cbank.bank_bytes, PROT_READ, MAP_SHARED, cbank.fd, 0);
+	VM_ASSERT(ro != MAP_FAILED);
+	VM_EQ(ro[0], 2);
+	munmap(ro, cbank.bank_bytes);
+	munmap(rw, bank.bank_bytes);
+	close(cbank.fd);
+	close(bank.fd);
+	vm_detach(&c);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+/* ---- BANK_SET checks what it is given ---------------------------------- */
+
+static void bank_desc(const struct vm_view *a, int fd, __u32 backend, struct moecache_bank *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->fd = fd;
+	b->backend = backend;
+	b->slot_stride = a->att.expert_bytes;
+	b->bank_bytes = b->slot_stride * a->att.n_slots;
+}
+
+/*
+ * Pins: BANK_SET took a /dev/moecache fd, whose release needs the pool
+ * gone: the pool could never be destroyed and rmmod failed.
+ */
+static void bad_input_bank_set_device_fd(struct vm_ctx *ctx)
+{
+	struct moecache_bank b;
+	struct vm_view a;
+	int dev = vm_open_dev();
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	bank_desc(&a, a.fd, MOECACHE_BACKEND_CPU, &b);
+	VM_REFUSED(&a, EINVAL, ioctl(a.fd, MOECACHE_IOC_BANK_SET, &b));
+	bank_desc(&a, dev, MOECACHE_BACKEND_CUDA, &b);
+	VM_REFUSED(&a, EINVAL, ioctl(a.fd, MOECACHE_IOC_BANK_SET, &b));
+	VM_EQ(a.hdr->flags & MOECACHE_POOL_BANK, 0);
+	close(dev);
+	vm_detach(&a);
+	/* Nothing of the pool is left in a file: it goes. */
+	vm_pool_destroy(ctx->pool);
+}
+
+/* A CPU bank must be a shmem file (memfd) at least as large as it says. */
+static void bad_input_bank_set_wrong_file(struct vm_ctx *ctx)
+{
+	struct moecache_bank b;
+	struct vm_view a;
+	int pipefd[2], small, good;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	VM_OK(pipe(pipefd));
+	bank_desc(&a, pipefd[0], MOECACHE_BACKEND_CPU, &b);
+	VM_REFUSED(&a, EINVAL, ioctl(a.fd, MOECACHE_IOC_BANK_SET, &b));
+	/* Smaller than bank_bytes says: a client mapping it all would fault. */
+	small = memfd_create("moecache-vmtest-small", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	VM_ASSERT(small >= 0);
+	VM_OK(ftruncate(small, (off_t)b.bank_bytes / 2));
+	VM_OK(fcntl(small, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW));
+	bank_desc(&a, small, MOECACHE_BACKEND_CPU, &b);
+	VM_REFUSED(&a, EINVAL, ioctl(a.fd, MOECACHE_IOC_BANK_SET, &b));
+	/* A memfd is no dma-buf. */
+	good = memfd_create("moecache-vmtest-good", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	VM_ASSERT(good >= 0);
+	bank_desc(&a, good, MOECACHE_BACKEND_ROCM, &b);
+	VM_OK(ftruncate(good, (off_t)b.bank_bytes));
+	VM_OK(fcntl(good, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW));
+	VM_REFUSED(&a, EINVAL, ioctl(a.fd, MOECACHE_IOC_BANK_SET, &b));
+	/* The same file as a CPU bank is fine. */
+	b.backend = MOECACHE_BACKEND_CPU;
+	VM_OK(ioctl(a.fd, MOECACHE_IOC_BANK_SET, &b));
+	close(good);
+	close(small);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+static const struct vm_test tenant_tests[] = {
+    VM_TEST(permission_client_bank_read_only,
+	    "a client of a readable pool cannot write the CPU bank by any way of its fd"),
+    VM_TEST(lifetime_agent_restart_writes_bank,
+	    "the agent after a dead one maps the same bank read-write; clients see its writes"),
+    VM_TEST(bad_input_bank_set_device_fd, "BANK_SET of a /dev/moecache fd is EINVAL"),
+    VM_TEST(bad_input_bank_set_wrong_file,
+	    "a CPU bank must be a memfd of bank_bytes, a ROCm bank a dma-buf (EINVAL)"),
+};
+
+const struct vm_suite vm_tenant_suite = {tenant_tests, ARRAY_SIZE(tenant_tests)};

@@ -208,26 +208,66 @@ struct acquire_ctx {
 	struct id_list slots;
 	u32 n_pinned;
 	u32 fail_snap;
+	struct list_head wait_node;	/* pool->waiters, while it waits */
 };
 
-/* Pins what became resident; > 0 when all are pinned, < 0 to give up. */
+static void acquire_pin(struct moecache_pool *pool, struct moecache_file *mf,
+			struct acquire_ctx *ac, u32 i)
+{
+	ac->slots.ids[i] = pool->map[ac->idx.ids[i]];
+	pin_slot(pool, mf, ac->slots.ids[i], pool->hdr->clock);
+	ac->n_pinned++;
+}
+
+static void acquire_unpin(struct moecache_pool *pool, struct moecache_file *mf,
+			  struct acquire_ctx *ac)
+{
+	u32 i, slot;
+
+	lockdep_assert_held(&pool->lock);
+	for (i = 0; i < ac->req.count; i++) {
+		slot = ac->slots.ids[i];
+		if (slot == MOECACHE_NONE)
+			continue;
+		mf->pins[slot]--;
+		unpin_slot(pool, slot);
+		ac->slots.ids[i] = MOECACHE_NONE;
+	}
+	ac->n_pinned = 0;
+}
+
+static bool acquire_is_head(struct moecache_pool *pool, struct acquire_ctx *ac)
+{
+	lockdep_assert_held(&pool->lock);
+	return list_first_entry(&pool->waiters, struct acquire_ctx,
+				wait_node) == ac;
+}
+
+/*
+ * Pins what became resident; > 0 when all are pinned, < 0 to give up.
+ * Only the oldest waiter of the pool pins experts one by one as they come;
+ * the others pin all of theirs at once, when all are resident.
+ */
 static int acquire_progress(struct moecache_pool *pool,
 			    struct moecache_file *mf, struct acquire_ctx *ac)
 {
-	bool wake_agent = false;
+	bool head, wake_agent = false;
+	u32 i, idx, missing = 0;
 	int ret = 0;
-	u32 i, idx;
 
 	spin_lock(&pool->lock);
+	head = acquire_is_head(pool, ac);
 	for (i = 0; i < ac->req.count; i++) {
 		if (ac->slots.ids[i] != MOECACHE_NONE)
 			continue;
 		idx = ac->idx.ids[i];
 		if (pool->estate[idx] == ES_RESIDENT) {
-			ac->slots.ids[i] = pool->map[idx];
-			pin_slot(pool, mf, ac->slots.ids[i], pool->hdr->clock);
-			ac->n_pinned++;
-		} else if ((s32)(pool->fail_gen[idx] - ac->fail_snap) > 0) {
+			if (head)
+				acquire_pin(pool, mf, ac, i);
+			continue;
+		}
+		missing++;
+		if ((s32)(pool->fail_gen[idx] - ac->fail_snap) > 0) {
 			ret = -EIO;
 		} else if (pool->estate[idx] == ES_IDLE) {
 			/* Committed and evicted again before we woke. */
@@ -235,7 +275,11 @@ static int acquire_progress(struct moecache_pool *pool,
 						  MOECACHE_REQ_DEMAND);
 		}
 	}
-	if (!ret && ac->n_pinned < ac->req.count && !pool->agent &&
+	if (!ret && !missing && !head)
+		for (i = 0; i < ac->req.count; i++)
+			if (ac->slots.ids[i] == MOECACHE_NONE)
+				acquire_pin(pool, mf, ac, i);
+	if (!ret && missing && !pool->agent &&
 	    !(ac->req.flags & MOECACHE_ACQ_KEEP_WAITING))
 		ret = -EPIPE;
 	spin_unlock(&pool->lock);
@@ -249,29 +293,33 @@ static int acquire_progress(struct moecache_pool *pool,
 static void acquire_undo(struct moecache_pool *pool, struct moecache_file *mf,
 			 struct acquire_ctx *ac)
 {
-	u32 i, slot;
-
 	spin_lock(&pool->lock);
-	for (i = 0; i < ac->req.count; i++) {
-		slot = ac->slots.ids[i];
-		if (slot == MOECACHE_NONE)
-			continue;
-		mf->pins[slot]--;
-		unpin_slot(pool, slot);
-		ac->slots.ids[i] = MOECACHE_NONE;
-	}
-	ac->n_pinned = 0;
+	acquire_unpin(pool, mf, ac);
 	spin_unlock(&pool->lock);
 }
 
+/*
+ * Sleeps until every expert is pinned. Waiters queue in pool->waiters;
+ * the oldest keeps the pins of what is resident while it sleeps, so the
+ * agent cannot take those slots back and it completes (it asks for no
+ * more than n_slots). The others hold no pin while they sleep: two WAITs
+ * that together need more than the bank never hold each other's slots.
+ */
 static int acquire_wait(struct moecache_pool *pool, struct moecache_file *mf,
 			struct acquire_ctx *ac)
 {
 	long left = ac->req.timeout_ms ? msecs_to_jiffies(ac->req.timeout_ms) :
 					 MAX_SCHEDULE_TIMEOUT;
 	ktime_t start = ktime_get();
+	bool wake_next;
 	int done = 0;
 	long ret;
+
+	spin_lock(&pool->lock);
+	list_add_tail(&ac->wait_node, &pool->waiters);
+	if (!acquire_is_head(pool, ac))
+		acquire_unpin(pool, mf, ac);
+	spin_unlock(&pool->lock);
 
 	ret = wait_event_interruptible_timeout(pool->client_wq,
 					       (done = acquire_progress(pool, mf, ac)),
@@ -280,16 +328,22 @@ static int acquire_wait(struct moecache_pool *pool, struct moecache_file *mf,
 		done = -EINTR;
 	else if (ret == 0 && done <= 0)
 		done = -ETIMEDOUT;
+
+	spin_lock(&pool->lock);
+	wake_next = acquire_is_head(pool, ac);
+	list_del(&ac->wait_node);
+	wake_next &= !list_empty(&pool->waiters);
 	if (done > 0) {
 		u64 ns = ktime_to_ns(ktime_sub(ktime_get(), start));
 
-		spin_lock(&pool->lock);
 		count_wait(&pool->total, ns);
 		count_wait(layer_ctr(pool, ac->idx.ids[0]), ns);
-		spin_unlock(&pool->lock);
-		return 0;
 	}
-	return done;
+	spin_unlock(&pool->lock);
+	/* The next oldest waiter may pin as it goes now. */
+	if (wake_next)
+		wake_up_all(&pool->client_wq);
+	return done > 0 ? 0 : done;
 }
 
 /*
@@ -367,6 +421,9 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 	     !(ac.req.flags & MOECACHE_ACQ_WAIT)) ||
 	    ((ac.req.flags & MOECACHE_ACQ_NO_QUEUE) &&
 	     (ac.req.flags & MOECACHE_ACQ_WAIT)))
+		return -EINVAL;
+	/* A WAIT that the bank cannot hold at once would never end. */
+	if ((ac.req.flags & MOECACHE_ACQ_WAIT) && ac.req.count > pool->n_slots)
 		return -EINVAL;
 	ret = id_list_copy(&ac.idx, ac.req.experts, ac.req.count);
 	if (ret)

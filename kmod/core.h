@@ -148,6 +148,7 @@ struct moecache_pool {
 	u32 fail_counter;
 	struct list_head *qnode;	/* per idx, on queue while ES_QUEUED */
 	struct list_head queue;
+	struct list_head waiters;	/* ACQUIRE|WAITs asleep, oldest first */
 	u8 *slot_flags;
 
 	u32 n_queued;

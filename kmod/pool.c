@@ -306,6 +306,7 @@ int moecache_pool_create(const struct moecache_pool_create *req)
 	init_waitqueue_head(&pool->client_wq);
 	init_waitqueue_head(&pool->agent_wq);
 	INIT_LIST_HEAD(&pool->queue);
+	INIT_LIST_HEAD(&pool->waiters);
 	INIT_LIST_HEAD(&pool->files);
 	pool->storm_start = jiffies;
 

@@ -142,7 +142,9 @@ struct moecache_attach {
  * the pool's local range) -> slots. Resident experts are pinned and get
  * their slot; the others get MOECACHE_NONE and are queued for the agent.
  * With WAIT the call returns only when every expert is pinned (0), or
- * fails having pinned nothing (-ETIMEDOUT, -EPIPE, -EIO, -EINTR).
+ * fails having pinned nothing (-ETIMEDOUT, -EPIPE, -EIO, -EINTR); a WAIT
+ * for more experts than the bank has slots is -EINVAL. Of the WAITs
+ * asleep on a pool, only the oldest holds pins while it sleeps.
  */
 struct moecache_acquire {
 	__u32 layer;

@@ -287,6 +287,137 @@ static void bad_input_bank_set_wrong_file(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+/* ---- WAIT is all or nothing -------------------------------------------- */
+
+/*
+ * Pins: ACQUIRE|WAIT for more experts than the bank has slots waited out
+ * its timeout holding pins instead of failing at once.
+ */
+static void bad_input_acquire_wait_more_than_slots(struct vm_ctx *ctx)
+{
+	__u32 experts[16], slots[16], i;
+	struct vm_view a, c;
+	struct vm_snap snap;
+	uint64_t t0;
+	int ret;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	VM_ASSERT(c.att.n_slots < ARRAY_SIZE(experts) && c.n_local > c.att.n_slots);
+	vm_fill(&a, 0, 0, 0);
+	for (i = 0; i <= c.att.n_slots; i++)
+		experts[i] = i;
+	vm_snap_take(&a, &snap);
+	t0 = vm_now_ms();
+	ret = vm_try_acquire(&c, 0, experts, c.att.n_slots + 1, slots, MOECACHE_ACQ_WAIT, 3000,
+			     NULL);
+	if (ret != -EINVAL)
+		VM_FAIL("ACQUIRE|WAIT of n_slots + 1 experts: %s after %llu ms, want EINVAL",
+			ret ? vm_errname(-ret) : "success",
+			(unsigned long long)(vm_now_ms() - t0));
+	VM_SNAP_SAME(&a, &snap, "the refused ACQUIRE|WAIT");
+	vm_detach(&c);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+static int waiter_ret(const struct vm_waiter *w)
+{
+	return __atomic_load_n(&w->ret, __ATOMIC_ACQUIRE);
+}
+
+/* The oldest queued request of the given expert list, removed from reqs. */
+static bool take_request(struct moecache_request *reqs, size_t *n, const __u32 *want, __u32 n_want,
+			 struct moecache_request *out)
+{
+	size_t i;
+	__u32 k;
+
+	for (i = 0; i < *n; i++)
+		for (k = 0; k < n_want; k++)
+			if (reqs[i].expert == want[k]) {
+				*out = reqs[i];
+				memmove(&reqs[i], &reqs[i + 1], (*n - i - 1) * sizeof(*reqs));
+				(*n)--;
+				return true;
+			}
+	return false;
+}
+
+/* Fills the first slot from *hand on that is not pinned; false if all are. */
+static bool fill_next_free(const struct vm_view *a, __u32 *hand, const struct moecache_request *r)
+{
+	__u32 s;
+
+	for (s = 0; s < a->att.n_slots; s++) {
+		struct moecache_evict ev = {
+		    .slot = (*hand + s) % a->att.n_slots,
+		    .layer = r->layer,
+		    .expert = r->expert,
+		};
+
+		if (ioctl(a->fd, MOECACHE_IOC_EVICT, &ev) == 0) {
+			vm_commit1(a, ev.slot, ev.layer, ev.expert, 0);
+			*hand = ev.slot + 1;
+			return true;
+		}
+		/* Asked again while it was being filled: nothing to do. */
+		if (errno == EEXIST)
+			return true;
+		VM_ASSERT_MSG(errno == EBUSY, "EVICT: %s", vm_errname(errno));
+	}
+	return false;
+}
+
+/*
+ * Pins: two clients whose WAITs together need more than the bank's slots
+ * blocked each other, each holding the pins of what it already had. The
+ * test's agent serves the two alternately, one fill at a time.
+ */
+static void concurrency_wait_demands_exceed_bank(struct vm_ctx *ctx)
+{
+	__u32 want[2][5] = {{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}}, hand = 0, turn = 0;
+	struct moecache_request reqs[64], r;
+	struct vm_waiter *w[2];
+	size_t n = 0, got;
+	uint64_t until;
+	struct vm_view a;
+	pid_t pid[2];
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	VM_ASSERT(a.att.n_slots == 8);
+	for (turn = 0; turn < 2; turn++) {
+		w[turn] = vm_waiter_new(ctx->pool, 0, want[turn], 5, MOECACHE_ACQ_WAIT, 15000);
+		pid[turn] = vm_waiter_start(w[turn]);
+		vm_wait_sleeping(pid[turn], 5000, "a waiter");
+	}
+	turn = 0;
+	until = vm_now_ms() + 20000;
+	while (vm_now_ms() < until && (waiter_ret(w[0]) == 1 || waiter_ret(w[1]) == 1)) {
+		got = vm_read_requests(&a, reqs + n, ARRAY_SIZE(reqs) - n, 20);
+		n += got;
+		if (!take_request(reqs, &n, want[turn], 5, &r) &&
+		    !take_request(reqs, &n, want[turn ^= 1], 5, &r))
+			continue;
+		if (!fill_next_free(&a, &hand, &r))
+			reqs[n++] = r;
+		turn ^= 1;
+		/* Let the waiters run, as a real copy would. */
+		vm_sleep_ms(5);
+	}
+	vm_reap_ok(pid[0], 20000, "waiter a");
+	vm_reap_ok(pid[1], 20000, "waiter b");
+	if (w[0]->ret || w[1]->ret)
+		VM_FAIL("the waiters got %s and %s", w[0]->ret ? vm_errname(-w[0]->ret) : "success",
+			w[1]->ret ? vm_errname(-w[1]->ret) : "success");
+	VM_EQ(w[0]->acq.n_pinned, 5);
+	VM_EQ(w[1]->acq.n_pinned, 5);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
 static const struct vm_test tenant_tests[] = {
     VM_TEST(permission_client_bank_read_only,
 	    "a client of a readable pool cannot write the CPU bank by any way of its fd"),
@@ -295,6 +426,10 @@ static const struct vm_test tenant_tests[] = {
     VM_TEST(bad_input_bank_set_device_fd, "BANK_SET of a /dev/moecache fd is EINVAL"),
     VM_TEST(bad_input_bank_set_wrong_file,
 	    "a CPU bank must be a memfd of bank_bytes, a ROCm bank a dma-buf (EINVAL)"),
+    VM_TEST(bad_input_acquire_wait_more_than_slots,
+	    "ACQUIRE|WAIT for more experts than slots is EINVAL at once"),
+    VM_TEST_TIMEOUT(concurrency_wait_demands_exceed_bank,
+		    "two WAITs needing more slots together than the bank has both complete", 60),
 };
 
 const struct vm_suite vm_tenant_suite = {tenant_tests, ARRAY_SIZE(tenant_tests)};

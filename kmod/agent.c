@@ -39,9 +39,9 @@ void agent_detach(struct moecache_pool *pool)
 		request_requeue(pool, idx);
 	}
 	WARN_ON_ONCE(pool->n_filling || pool->n_inflight);
-	pool->agent = NULL;
+	WRITE_ONCE(pool->agent, NULL);
 	put_pid(pool->agent_pid);
-	pool->agent_pid = NULL;
+	WRITE_ONCE(pool->agent_pid, NULL);
 	map_set_flags(pool, 0, MOECACHE_POOL_AGENT);
 	map_write_end(pool);
 }
@@ -486,7 +486,7 @@ ssize_t moecache_read(struct file *file, char __user *buf, size_t len,
 
 	if (!pool)
 		return -ENOTCONN;
-	if (mf->role != MOECACHE_ROLE_AGENT)
+	if (mf->role != MOECACHE_ROLE_AGENT || !agent_is_current(pool, mf))
 		return -EPERM;
 	if (!max)
 		return -EINVAL;
@@ -548,7 +548,8 @@ __poll_t moecache_poll(struct file *file, poll_table *wait)
 	/* Pairs with the release in ioc_attach(). */
 	struct moecache_pool *pool = smp_load_acquire(&mf->pool);
 
-	if (!pool || mf->role != MOECACHE_ROLE_AGENT)
+	if (!pool || mf->role != MOECACHE_ROLE_AGENT ||
+	    !agent_is_current(pool, mf))
 		return EPOLLERR;
 	poll_wait(file, &pool->agent_wq, wait);
 	if (READ_ONCE(pool->n_queued))

@@ -48,6 +48,7 @@
 #include <linux/math64.h>
 #include <linux/mutex.h>
 #include <linux/poll.h>
+#include <linux/sched/signal.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/uidgid.h>
@@ -268,6 +269,19 @@ static inline void count_wait(struct moecache_counters *c, u64 ns)
 	c->c[C_WAITS]++;
 	c->c[C_WAIT_NS] += ns;
 	c->wait_hist[min_t(unsigned int, b, MOECACHE_WAIT_BUCKETS - 1)]++;
+}
+
+/*
+ * Is mf the pool's agent, and the caller its process? The agent role
+ * belongs to the process that attached: a child that inherited the file
+ * may not use it. Reads without the lock: an agent is only replaced once
+ * its process is gone (see ioc_attach()).
+ */
+static inline bool agent_is_current(struct moecache_pool *pool,
+				    struct moecache_file *mf)
+{
+	return READ_ONCE(pool->agent) == mf &&
+	       READ_ONCE(pool->agent_pid) == task_tgid(current);
 }
 
 /* pool.c */

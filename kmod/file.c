@@ -43,7 +43,8 @@ static int moecache_release(struct inode *inode, struct file *file)
 
 	if (pool) {
 		spin_lock(&pool->lock);
-		if (mf->role == MOECACHE_ROLE_AGENT) {
+		/* An agent replaced after its process died is no more. */
+		if (mf->role == MOECACHE_ROLE_AGENT && pool->agent == mf) {
 			lost_pid = get_pid(pool->agent_pid);
 			agent_detach(pool);
 			agent_lost = true;
@@ -73,6 +74,21 @@ static int moecache_release(struct inode *inode, struct file *file)
 	return 0;
 }
 
+/* Is the process that attached the pool's agent still there? */
+static bool agent_process_alive(struct moecache_pool *pool)
+{
+	struct task_struct *task;
+	bool alive;
+
+	lockdep_assert_held(&pool->lock);
+	rcu_read_lock();
+	task = pid_task(pool->agent_pid, PIDTYPE_TGID);
+	/* A zombie leader with no thread left is gone. */
+	alive = task && !(task->exit_state && thread_group_empty(task));
+	rcu_read_unlock();
+	return alive;
+}
+
 static void offsets_fill(struct moecache_pool *pool, struct moecache_file *mf,
 			 struct moecache_offsets *o)
 {
@@ -97,6 +113,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 	unsigned long *asked = NULL;
 	struct moecache_pool_owner owner;
 	int want, ret = 0;
+	struct pid *lost_pid = NULL;
 
 	if (copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
@@ -154,9 +171,14 @@ static long ioc_attach(struct moecache_pool *unattached,
 
 	spin_lock(&pool->lock);
 	if (req.role == MOECACHE_ROLE_AGENT && pool->agent) {
-		spin_unlock(&pool->lock);
-		ret = -EBUSY;
-		goto out_unlock;
+		if (agent_process_alive(pool)) {
+			spin_unlock(&pool->lock);
+			ret = -EBUSY;
+			goto out_unlock;
+		}
+		/* Its file lives on in another process: it keeps no role. */
+		lost_pid = get_pid(pool->agent_pid);
+		agent_detach(pool);
 	}
 	mf->role = req.role;
 	mf->pins = pins;
@@ -173,8 +195,8 @@ static long ioc_attach(struct moecache_pool *unattached,
 	if (req.role == MOECACHE_ROLE_CLIENT)
 		pool->n_clients++;
 	if (req.role == MOECACHE_ROLE_AGENT) {
-		pool->agent = mf;
-		pool->agent_pid = get_pid(task_tgid(current));
+		WRITE_ONCE(pool->agent_pid, get_pid(task_tgid(current)));
+		WRITE_ONCE(pool->agent, mf);
 		map_write_begin(pool);
 		pool->hdr->agent_epoch++;
 		map_set_flags(pool, MOECACHE_POOL_AGENT, 0);
@@ -195,6 +217,11 @@ static long ioc_attach(struct moecache_pool *unattached,
 	smp_store_release(&mf->pool, pool);
 	mutex_unlock(&moecache_pools_lock);
 
+	if (lost_pid) {
+		moecache_nl_event(MOECACHE_EV_AGENT_LOST, req.name, &owner,
+				  lost_pid, 0, 0);
+		put_pid(lost_pid);
+	}
 	if (req.role == MOECACHE_ROLE_AGENT) {
 		wake_up_all(&pool->client_wq);
 		moecache_nl_event(MOECACHE_EV_AGENT_ATTACHED, req.name, &owner,
@@ -323,6 +350,8 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 		return -ENOTTY;
 	if (!(d->roles & BIT(role)))
 		return pool ? -EPERM : -ENOTCONN;
+	if (role == MOECACHE_ROLE_AGENT && !agent_is_current(pool, mf))
+		return -EPERM;
 	return d->fn(pool, mf, (void __user *)arg);
 }
 

@@ -5,6 +5,7 @@
  * starve the other clients. Each test names the hole it pins.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -418,11 +419,104 @@ static void concurrency_wait_demands_exceed_bank(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+/* ---- the agent role belongs to a process ------------------------------ */
+
+static int try_destroy(const char *pool)
+{
+	struct moecache_pool_name pn;
+	int fd = vm_open_dev(), ret;
+
+	memset(&pn, 0, sizeof(pn));
+	snprintf(pn.name, sizeof(pn.name), "%s", pool);
+	ret = ioctl(fd, MOECACHE_IOC_POOL_DESTROY, &pn) < 0 ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+struct fork_job {
+	char pool[MOECACHE_NAME_LEN];
+	pid_t child;
+	int child_evict_err;	/* errno of the child's EVICT, 0 if it worked */
+	int child_read_err;	/* errno of the child's read() */
+	struct vm_gate ready;
+	struct vm_gate never;
+};
+
+static void forking_agent_main(void *arg)
+{
+	struct fork_job *job = arg;
+	struct moecache_request req;
+	struct vm_view a;
+	pid_t child;
+
+	vm_attach(&a, job->pool, MOECACHE_ROLE_AGENT);
+	child = fork();
+	VM_ASSERT(child >= 0);
+	if (child == 0) {
+		struct moecache_evict ev = {.slot = 0, .layer = 0, .expert = 1};
+
+		job->child_evict_err = ioctl(a.fd, MOECACHE_IOC_EVICT, &ev) < 0 ? errno : 0;
+		VM_OK(fcntl(a.fd, F_SETFL, O_NONBLOCK));
+		job->child_read_err = read(a.fd, &req, sizeof(req)) < 0 ? errno : 0;
+		vm_gate_pass(&job->ready);
+		/* Keeps the inherited agent file open until killed. */
+		for (;;)
+			pause();
+	}
+	job->child = child;
+	vm_gate_wait(&job->never, 120000, "the kill");
+}
+
+/*
+ * Pins: a child that inherited the fd of a dead agent kept the pool's
+ * agent slot: no agent could attach again (EBUSY) while it lived.
+ */
+static void lifetime_forked_agent_child_no_wedge(struct vm_ctx *ctx)
+{
+	struct fork_job *job = vm_shared(sizeof(*job));
+	struct vm_view a, c;
+	struct moecache_stats st;
+	__u32 e = 1, slot;
+	pid_t pid;
+	int ret;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	snprintf(job->pool, sizeof(job->pool), "%s", ctx->pool);
+	vm_gate_open(&job->ready);
+	vm_gate_open(&job->never);
+	pid = vm_spawn(forking_agent_main, job);
+	vm_gate_wait(&job->ready, 10000, "the agent's child");
+	/* While the agent lives, its child may not act for it... */
+	VM_EQ(job->child_evict_err, EPERM);
+	VM_EQ(job->child_read_err, EPERM);
+	VM_EQ(vm_load32(&c.owner[0]), MOECACHE_NONE);
+	VM_EQ(vm_try_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT), -EBUSY);
+	/* ...and once it is dead, the child does not keep the role. */
+	vm_kill(pid, "the agent");
+	ret = vm_try_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	kill(job->child, SIGKILL);
+	VM_EQ(ret, 0);
+	vm_stats(&a, MOECACHE_NONE, &st);
+	VM_EQ(st.agent_pid, getpid());
+	vm_fill(&a, 0, 0, 1);
+	vm_acquire(&c, 0, &e, 1, &slot, 0, NULL);
+	VM_EQ(slot, 0);
+	vm_release(&c, &slot, 1);
+	vm_detach(&a);
+	vm_detach(&c);
+	/* The child's file goes when it exits; then the pool can go. */
+	VM_WAIT_FOR(try_destroy(ctx->pool) != -EBUSY, 10000);
+	vm_expect_no_pool(ctx->pool);
+}
+
 static const struct vm_test tenant_tests[] = {
     VM_TEST(permission_client_bank_read_only,
 	    "a client of a readable pool cannot write the CPU bank by any way of its fd"),
     VM_TEST(lifetime_agent_restart_writes_bank,
 	    "the agent after a dead one maps the same bank read-write; clients see its writes"),
+    VM_TEST(lifetime_forked_agent_child_no_wedge,
+	    "a child holding a dead agent's fd neither acts for it (EPERM) nor keeps the role"),
     VM_TEST(bad_input_bank_set_device_fd, "BANK_SET of a /dev/moecache fd is EINVAL"),
     VM_TEST(bad_input_bank_set_wrong_file,
 	    "a CPU bank must be a memfd of bank_bytes, a ROCm bank a dma-buf (EINVAL)"),

@@ -20,6 +20,7 @@ static void pin_slot(struct moecache_pool *pool, struct moecache_file *mf,
 {
 	lockdep_assert_held(&pool->lock);
 	mf->pins[slot]++;
+	mf->n_pins++;
 	if (pool->pins[slot] == 0)
 		pool->n_pinned_slots++;
 	WRITE_ONCE(pool->pins[slot], pool->pins[slot] + 1);
@@ -27,15 +28,20 @@ static void pin_slot(struct moecache_pool *pool, struct moecache_file *mf,
 	pool->n_pins++;
 }
 
-static void unpin_slot(struct moecache_pool *pool, u32 slot)
+/*
+ * Drops n pins on slot, which the caller has taken off its file's count.
+ * The pool's count is the sum of the files' (each bounded by
+ * max_file_pins, the files by max_pool_files), so it cannot be short.
+ */
+static void unpin_slot(struct moecache_pool *pool, u32 slot, u32 n)
 {
 	lockdep_assert_held(&pool->lock);
-	if (WARN_ON_ONCE(pool->pins[slot] == 0))
+	if (WARN_ON_ONCE(pool->pins[slot] < n))
 		return;
-	WRITE_ONCE(pool->pins[slot], pool->pins[slot] - 1);
+	WRITE_ONCE(pool->pins[slot], pool->pins[slot] - n);
 	if (pool->pins[slot] == 0)
 		pool->n_pinned_slots--;
-	pool->n_pins--;
+	pool->n_pins -= n;
 }
 
 /* ---- requests ---- */
@@ -100,11 +106,14 @@ static void drop_all_pins(struct moecache_pool *pool, struct moecache_file *mf)
 	u32 slot;
 
 	lockdep_assert_held(&pool->lock);
-	for (slot = 0; slot < pool->n_slots; slot++)
-		while (mf->pins[slot]) {
-			mf->pins[slot]--;
-			unpin_slot(pool, slot);
-		}
+	/* All of a slot's pins at once: a file may hold max_file_pins. */
+	for (slot = 0; slot < pool->n_slots && mf->n_pins; slot++) {
+		if (!mf->pins[slot])
+			continue;
+		unpin_slot(pool, slot, mf->pins[slot]);
+		mf->n_pins -= mf->pins[slot];
+		mf->pins[slot] = 0;
+	}
 }
 
 void client_detach(struct moecache_pool *pool, struct moecache_file *mf)
@@ -230,7 +239,8 @@ static void acquire_unpin(struct moecache_pool *pool, struct moecache_file *mf,
 		if (slot == MOECACHE_NONE)
 			continue;
 		mf->pins[slot]--;
-		unpin_slot(pool, slot);
+		mf->n_pins--;
+		unpin_slot(pool, slot, 1);
 		ac->slots.ids[i] = MOECACHE_NONE;
 	}
 	ac->n_pinned = 0;
@@ -383,8 +393,9 @@ static int release_locked(struct moecache_pool *pool, struct moecache_file *mf,
 		}
 		mf->pins[slots[i]]--;
 	}
+	mf->n_pins -= count;
 	for (i = 0; i < count; i++)
-		unpin_slot(pool, slots[i]);
+		unpin_slot(pool, slots[i], 1);
 	return 0;
 }
 
@@ -452,6 +463,14 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 	}
 
 	spin_lock(&pool->lock);
+	/* Every expert may end pinned, each once: bounded up front. */
+	if ((u64)mf->n_pins + ac.req.count >
+	    (u64)min_t(u32, READ_ONCE(max_file_pins), MOECACHE_FILE_PINS_CAP) +
+	    rel_count) {
+		spin_unlock(&pool->lock);
+		ret = -EOVERFLOW;
+		goto out_free_slots;
+	}
 	if (rel_count) {
 		ret = release_locked(pool, mf, rel, rel_count);
 		if (ret) {

@@ -67,8 +67,18 @@ extern unsigned int max_expert_mb;
 extern unsigned int max_batch;
 extern unsigned int evict_event_sample;
 extern unsigned int miss_storm_per_sec;
+extern unsigned int max_file_pins;
+extern unsigned int max_pool_files;
 
+/* Host pages are taken in blocks of up to 2^HIGH_ORDER pages. */
 #define MOECACHE_HIGH_ORDER	9
+
+/*
+ * Caps on max_file_pins and max_pool_files: their product stays below
+ * 2^32, so a slot's pin count (the sum over the files) cannot wrap.
+ */
+#define MOECACHE_FILE_PINS_CAP	BIT(20)
+#define MOECACHE_POOL_FILES_CAP	4095U
 /* The regions' places in the mmap offset space: map at 0, then these. */
 #define MOECACHE_PINS_OFFSET	BIT_ULL(31)
 #define MOECACHE_HOST_OFFSET	BIT_ULL(32)
@@ -181,6 +191,7 @@ struct moecache_file {
 	u32 role;
 	struct list_head node;		/* pool->files */
 	u32 *pins;			/* clients: pins per slot */
+	u32 n_pins;			/* clients: their sum, <= max_file_pins */
 	unsigned long *asked;		/* clients: idx this file asked for */
 	u32 *fast_pins;			/* fast clients: their region, vmalloc_user */
 	size_t fast_pins_size;

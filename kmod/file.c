@@ -24,7 +24,7 @@ static int moecache_open(struct inode *inode, struct file *file)
 {
 	struct moecache_file *mf;
 
-	mf = kzalloc(sizeof(*mf), GFP_KERNEL);
+	mf = kzalloc(sizeof(*mf), GFP_KERNEL_ACCOUNT);
 	if (!mf)
 		return -ENOMEM;
 	INIT_LIST_HEAD(&mf->node);
@@ -152,8 +152,9 @@ static long ioc_attach(struct moecache_pool *unattached,
 		goto out_unlock;
 	}
 	if (req.role == MOECACHE_ROLE_CLIENT) {
-		pins = kvcalloc(pool->n_slots, sizeof(*pins), GFP_KERNEL);
-		asked = bitmap_zalloc(pool->n_idx, GFP_KERNEL);
+		pins = kvcalloc(pool->n_slots, sizeof(*pins),
+				GFP_KERNEL_ACCOUNT);
+		asked = bitmap_zalloc(pool->n_idx, GFP_KERNEL_ACCOUNT);
 		if (!pins || !asked) {
 			ret = -ENOMEM;
 			goto out_unlock;
@@ -170,6 +171,11 @@ static long ioc_attach(struct moecache_pool *unattached,
 	}
 
 	spin_lock(&pool->lock);
+	if (pool->n_files >= min_t(u32, READ_ONCE(max_pool_files), MOECACHE_POOL_FILES_CAP)) {
+		spin_unlock(&pool->lock);
+		ret = -EMFILE;
+		goto out_unlock;
+	}
 	if (req.role == MOECACHE_ROLE_AGENT && pool->agent) {
 		if (agent_process_alive(pool)) {
 			spin_unlock(&pool->lock);

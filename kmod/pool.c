@@ -54,6 +54,14 @@ unsigned int miss_storm_per_sec = 10000;
 module_param(miss_storm_per_sec, uint, 0644);
 MODULE_PARM_DESC(miss_storm_per_sec, "Misses in one second of a pool that raise a miss-storm event, 0 for none (default 10000)");
 
+unsigned int max_file_pins = 65536;
+module_param(max_file_pins, uint, 0644);
+MODULE_PARM_DESC(max_file_pins, "Most pins one file may hold, 2^20 at most; ACQUIRE beyond it is EOVERFLOW (default 65536)");
+
+unsigned int max_pool_files = 1024;
+module_param(max_pool_files, uint, 0644);
+MODULE_PARM_DESC(max_pool_files, "Most files attached to one pool, 4095 at most; ATTACH beyond it is EMFILE (default 1024)");
+
 /* The outer lock: see the lock order in core.h. */
 DEFINE_MUTEX(moecache_pools_lock);
 LIST_HEAD(moecache_pools);
@@ -87,13 +95,14 @@ static int pool_alloc_pages(struct moecache_pool *pool)
 
 	BUILD_BUG_ON(MOECACHE_HIGH_ORDER > MOECACHE_MAX_PAGE_ORDER);
 	pool->pages = kvcalloc(pool->n_pages, sizeof(*pool->pages),
-			       GFP_KERNEL);
+			       GFP_KERNEL_ACCOUNT);
 	if (!pool->pages)
 		return -ENOMEM;
 	while (i < pool->n_pages) {
 		while (order && (1UL << order) > pool->n_pages - i)
 			order--;
-		gfp = GFP_HIGHUSER | __GFP_ZERO | __GFP_NOWARN;
+		/* Charged to the creator's memory cgroup. */
+		gfp = GFP_HIGHUSER | __GFP_ZERO | __GFP_NOWARN | __GFP_ACCOUNT;
 		if (order)
 			gfp |= __GFP_NORETRY;
 		page = alloc_pages(gfp, order);
@@ -191,14 +200,14 @@ static int pool_alloc_state(struct moecache_pool *pool)
 {
 	u32 i;
 
-	pool->estate = kvcalloc(pool->n_idx, sizeof(u8), GFP_KERNEL);
-	pool->req_flags = kvcalloc(pool->n_idx, sizeof(u8), GFP_KERNEL);
-	pool->n_askers = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL);
-	pool->fail_gen = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL);
-	pool->qnode = kvcalloc(pool->n_idx, sizeof(*pool->qnode), GFP_KERNEL);
-	pool->slot_flags = kvcalloc(pool->n_slots, sizeof(u8), GFP_KERNEL);
+	pool->estate = kvcalloc(pool->n_idx, sizeof(u8), GFP_KERNEL_ACCOUNT);
+	pool->req_flags = kvcalloc(pool->n_idx, sizeof(u8), GFP_KERNEL_ACCOUNT);
+	pool->n_askers = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL_ACCOUNT);
+	pool->fail_gen = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL_ACCOUNT);
+	pool->qnode = kvcalloc(pool->n_idx, sizeof(*pool->qnode), GFP_KERNEL_ACCOUNT);
+	pool->slot_flags = kvcalloc(pool->n_slots, sizeof(u8), GFP_KERNEL_ACCOUNT);
 	pool->layer = kvcalloc(pool->n_layers, sizeof(*pool->layer),
-			       GFP_KERNEL);
+			       GFP_KERNEL_ACCOUNT);
 	if (!pool->estate || !pool->req_flags || !pool->n_askers ||
 	    !pool->fail_gen || !pool->qnode || !pool->slot_flags ||
 	    !pool->layer)
@@ -273,6 +282,10 @@ int moecache_pool_create(const struct moecache_pool_create *req)
 	if (!uid_valid(uid) || !gid_valid(gid))
 		return -EINVAL;
 
+	/*
+	 * The pool's share of the limits is taken under the lock, its memory
+	 * outside it: a large pool does not hold up every attach meanwhile.
+	 */
 	mutex_lock(&moecache_pools_lock);
 	if (pool_find(req->name)) {
 		ret = -EEXIST;
@@ -283,10 +296,14 @@ int moecache_pool_create(const struct moecache_pool_create *req)
 		ret = -ENOSPC;
 		goto out_unlock;
 	}
-	pool = kzalloc(sizeof(*pool), GFP_KERNEL);
+	moecache_n_pools++;
+	moecache_host_bytes += host_bytes;
+	mutex_unlock(&moecache_pools_lock);
+
+	pool = kzalloc(sizeof(*pool), GFP_KERNEL_ACCOUNT);
 	if (!pool) {
 		ret = -ENOMEM;
-		goto out_unlock;
+		goto out_unreserve;
 	}
 	kref_init(&pool->ref);
 	strscpy(pool->name, req->name, sizeof(pool->name));
@@ -311,18 +328,18 @@ int moecache_pool_create(const struct moecache_pool_create *req)
 	pool->storm_start = jiffies;
 
 	ret = pool_alloc_state(pool);
-	if (ret)
-		goto out_free;
-	ret = pool_alloc_region(pool);
-	if (ret)
-		goto out_free;
-	ret = pool_alloc_pages(pool);
-	if (ret)
-		goto out_free;
+	if (!ret)
+		ret = pool_alloc_region(pool);
+	if (!ret)
+		ret = pool_alloc_pages(pool);
 
+	mutex_lock(&moecache_pools_lock);
+	/* Another creation of the name may have won meanwhile. */
+	if (!ret && pool_find(req->name))
+		ret = -EEXIST;
+	if (ret)
+		goto out_free;
 	list_add_tail(&pool->node, &moecache_pools);
-	moecache_n_pools++;
-	moecache_host_bytes += host_bytes;
 	moecache_pool_owner(pool, &owner);
 	mutex_unlock(&moecache_pools_lock);
 	moecache_nl_event(MOECACHE_EV_POOL_CREATED, req->name, &owner, NULL,
@@ -330,7 +347,12 @@ int moecache_pool_create(const struct moecache_pool_create *req)
 	return 0;
 
 out_free:
+	mutex_unlock(&moecache_pools_lock);
 	pool_free(pool);
+out_unreserve:
+	mutex_lock(&moecache_pools_lock);
+	moecache_n_pools--;
+	moecache_host_bytes -= host_bytes;
 out_unlock:
 	mutex_unlock(&moecache_pools_lock);
 	return ret;

@@ -420,6 +420,43 @@ int vm_bank_set_memfd(const struct vm_view *agent, __u64 stride, struct moecache
 	return fd;
 }
 
+/* ---- module parameters ------------------------------------------------ */
+
+bool vm_param_read(const char *name, unsigned long long *value)
+{
+	char path[128];
+	FILE *f;
+	int n;
+
+	snprintf(path, sizeof(path), "/sys/module/moecache/parameters/%s", name);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	n = fscanf(f, "%llu", value);
+	fclose(f);
+	return n == 1;
+}
+
+unsigned long long vm_param_set(const char *name, unsigned long long value)
+{
+	unsigned long long old;
+	char path[128];
+	FILE *f;
+	bool ok;
+
+	if (!vm_param_read(name, &old))
+		VM_FAIL("no module parameter %s", name);
+	snprintf(path, sizeof(path), "/sys/module/moecache/parameters/%s", name);
+	f = fopen(path, "we");
+	if (!f)
+		VM_FAIL("open %s: %s", path, vm_errname(errno));
+	ok = fprintf(f, "%llu\n", value) > 0;
+	ok = (fclose(f) == 0) && ok;
+	if (!ok)
+		VM_FAIL("write %llu to %s: %s", value, path, vm_errname(errno));
+	return old;
+}
+
 /* ---- snapshots -------------------------------------------------------- */
 
 struct vm_field {

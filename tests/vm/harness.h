@@ -234,6 +234,13 @@ void vm_snap_same_at(const char *file, int line, const struct vm_view *v, struct
 /* Every slot/expert pair agrees between map[] and owner[] (no FILLING). */
 void vm_check_map_consistent(const struct vm_view *v);
 
+/* ---- module parameters ------------------------------------------------ */
+
+/* /sys/module/moecache/parameters/NAME; false if it cannot be read. */
+bool vm_param_read(const char *name, unsigned long long *value);
+/* Sets it, failing the test if it cannot; returns the old value. */
+unsigned long long vm_param_set(const char *name, unsigned long long value);
+
 /* ---- processes -------------------------------------------------------- */
 
 /* Runs fn(arg) in a child of the same process group; it exits 0 on return. */

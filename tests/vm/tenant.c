@@ -510,6 +510,66 @@ static void lifetime_forked_agent_child_no_wedge(struct vm_ctx *ctx)
 	vm_expect_no_pool(ctx->pool);
 }
 
+/* ---- limits ------------------------------------------------------------ */
+
+/*
+ * Pins: a file's pins had no bound, and its u32 count per slot wrapped
+ * after 2^32 ACQUIREs of one expert.
+ */
+static void bad_input_acquire_pin_limit(struct vm_ctx *ctx)
+{
+	__u32 e[3] = {0, 1, 2}, slots[3];
+	unsigned long long old;
+	struct vm_view a, c;
+	struct vm_snap snap;
+	int ret[2];
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_fill(&a, 0, 0, 0);
+	vm_fill(&a, 1, 0, 1);
+	vm_fill(&a, 2, 0, 2);
+	old = vm_param_set("max_file_pins", 4);
+	vm_acquire(&c, 0, e, 3, slots, 0, NULL);
+	vm_snap_take(&a, &snap);
+	/* 3 + 3 > 4: refused whole, with nothing pinned. */
+	ret[0] = vm_try_acquire(&c, 0, e, 3, slots, 0, 0, NULL);
+	VM_SNAP_SAME(&a, &snap, "the ACQUIRE beyond the pin limit");
+	/* 3 + 1 = 4 is fine, once more is not. */
+	vm_acquire(&c, 0, e, 1, slots, 0, NULL);
+	ret[1] = vm_try_acquire(&c, 0, e, 1, slots, 0, 0, NULL);
+	vm_param_set("max_file_pins", old);
+	VM_EQ(ret[0], -EOVERFLOW);
+	VM_EQ(ret[1], -EOVERFLOW);
+	VM_EQ(vm_load32(&c.pins[0]), 2);
+	vm_detach(&c);
+	/* Closing drops them all. */
+	VM_EQ(vm_load32(&a.pins[0]), 0);
+	VM_EQ(vm_load32(&a.pins[1]), 0);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+/* Pins: a pool took any number of attached files, each with its allocations. */
+static void bad_input_attach_pool_file_limit(struct vm_ctx *ctx)
+{
+	unsigned long long old;
+	struct vm_view v[3];
+	int ret;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	old = vm_param_set("max_pool_files", 2);
+	vm_attach(&v[0], ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_attach(&v[1], ctx->pool, MOECACHE_ROLE_CLIENT);
+	ret = vm_try_attach(&v[2], ctx->pool, MOECACHE_ROLE_AGENT);
+	vm_param_set("max_pool_files", old);
+	VM_EQ(ret, -EMFILE);
+	vm_detach(&v[1]);
+	vm_detach(&v[0]);
+	vm_pool_destroy(ctx->pool);
+}
+
 static const struct vm_test tenant_tests[] = {
     VM_TEST(permission_client_bank_read_only,
 	    "a client of a readable pool cannot write the CPU bank by any way of its fd"),
@@ -517,6 +577,10 @@ static const struct vm_test tenant_tests[] = {
 	    "the agent after a dead one maps the same bank read-write; clients see its writes"),
     VM_TEST(lifetime_forked_agent_child_no_wedge,
 	    "a child holding a dead agent's fd neither acts for it (EPERM) nor keeps the role"),
+    VM_TEST(bad_input_acquire_pin_limit,
+	    "an ACQUIRE that would hold more than max_file_pins pins is EOVERFLOW, whole"),
+    VM_TEST(bad_input_attach_pool_file_limit,
+	    "an ATTACH beyond max_pool_files files of the pool is EMFILE"),
     VM_TEST(bad_input_bank_set_device_fd, "BANK_SET of a /dev/moecache fd is EINVAL"),
     VM_TEST(bad_input_bank_set_wrong_file,
 	    "a CPU bank must be a memfd of bank_bytes, a ROCm bank a dma-buf (EINVAL)"),

@@ -363,6 +363,61 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 
 /* ---- mmap ---- */
 
+/*
+ * The regions are mapped in full at mmap time; the fault handlers map a
+ * page again after MADV_DONTNEED (or anything else that zapped it), so
+ * that the region, and get_user_pages() on it, keep working.
+ */
+static vm_fault_t fault_page(struct vm_fault *vmf, struct page *page)
+{
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
+static vm_fault_t map_region_fault(struct vm_fault *vmf)
+{
+	struct moecache_pool *pool = vmf->vma->vm_private_data;
+
+	if (vmf->pgoff >= pool->region_size >> PAGE_SHIFT)
+		return VM_FAULT_SIGBUS;
+	return fault_page(vmf, vmalloc_to_page(pool->region +
+					       (vmf->pgoff << PAGE_SHIFT)));
+}
+
+static vm_fault_t pins_region_fault(struct vm_fault *vmf)
+{
+	struct moecache_file *mf = vmf->vma->vm_private_data;
+	unsigned long pgoff = vmf->pgoff - (MOECACHE_PINS_OFFSET >> PAGE_SHIFT);
+
+	if (pgoff >= mf->fast_pins_size >> PAGE_SHIFT)
+		return VM_FAULT_SIGBUS;
+	return fault_page(vmf, vmalloc_to_page((void *)mf->fast_pins +
+					       (pgoff << PAGE_SHIFT)));
+}
+
+static vm_fault_t host_region_fault(struct vm_fault *vmf)
+{
+	struct moecache_pool *pool = vmf->vma->vm_private_data;
+	unsigned long pgoff = vmf->pgoff - (MOECACHE_HOST_OFFSET >> PAGE_SHIFT);
+
+	if (pgoff >= pool->n_pages)
+		return VM_FAULT_SIGBUS;
+	return fault_page(vmf, pool->pages[pgoff]);
+}
+
+static const struct vm_operations_struct map_region_ops = {
+	.fault = map_region_fault,
+};
+
+static const struct vm_operations_struct pins_region_ops = {
+	.fault = pins_region_fault,
+};
+
+static const struct vm_operations_struct host_region_ops = {
+	.fault = host_region_fault,
+};
+
 static int mmap_map_region(struct moecache_pool *pool,
 			   struct vm_area_struct *vma, unsigned long pgoff)
 {
@@ -370,7 +425,18 @@ static int mmap_map_region(struct moecache_pool *pool,
 		return -EPERM;
 	moecache_vm_flags_clear(vma, VM_MAYWRITE);
 	moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	vma->vm_ops = &map_region_ops;
+	vma->vm_private_data = pool;
 	return remap_vmalloc_range(vma, pool->region, pgoff);
+}
+
+static int mmap_pins_region(struct moecache_file *mf,
+			    struct vm_area_struct *vma)
+{
+	moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
+	vma->vm_ops = &pins_region_ops;
+	vma->vm_private_data = mf;
+	return remap_vmalloc_range(vma, mf->fast_pins, 0);
 }
 
 static int mmap_host_region(struct moecache_pool *pool,
@@ -385,6 +451,8 @@ static int mmap_host_region(struct moecache_pool *pool,
 		moecache_vm_flags_clear(vma, VM_MAYWRITE);
 	}
 	moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	vma->vm_ops = &host_region_ops;
+	vma->vm_private_data = pool;
 	/* Real pages, not PFNMAP: get_user_pages must work on them. */
 	return vm_insert_pages(vma, vma->vm_start, pool->pages + pgoff, &n);
 }
@@ -403,13 +471,16 @@ static int moecache_mmap(struct file *file, struct vm_area_struct *vma)
 		return -ENOTCONN;
 	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
+	/* Data only: no region may ever be executable. */
+	if (vma->vm_flags & VM_EXEC)
+		return -EPERM;
+	moecache_vm_flags_clear(vma, VM_MAYEXEC);
 	if (pgoff >= pins_pgoff && pgoff < host_pgoff) {
 		/* This fd's own region, whole or nothing. */
 		if (!mf->fast_pins || pgoff != pins_pgoff ||
 		    pages > mf->fast_pins_size >> PAGE_SHIFT)
 			return -EINVAL;
-		moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
-		return remap_vmalloc_range(vma, mf->fast_pins, 0);
+		return mmap_pins_region(mf, vma);
 	}
 	if (pgoff < host_pgoff) {
 		if (pgoff >= pool->region_size >> PAGE_SHIFT ||

@@ -261,6 +261,9 @@ static int pool_create_check(const struct moecache_pool_create *req,
 	if (req->expert_bytes > (u64)max_expert_mb << 20)
 		return -EINVAL;
 	n_idx = (u64)req->n_layers * (req->expert_end - req->expert_begin);
+	/* An idx is stored in 31 bits of owner[] (MOECACHE_OWNER_IDX_MASK). */
+	if (n_idx > MOECACHE_OWNER_IDX_MASK)
+		return -EINVAL;
 	if (check_mul_overflow(n_idx, req->expert_bytes, &bytes))
 		return -EOVERFLOW;
 	*host_bytes = bytes;

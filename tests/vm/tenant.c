@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -570,6 +571,88 @@ static void bad_input_attach_pool_file_limit(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+/* ---- mm ------------------------------------------------------------------ */
+
+/* Reads len bytes at addr of this process through get_user_pages(). */
+static void read_by_gup(void *addr, void *buf, size_t len)
+{
+	struct iovec local = {.iov_base = buf, .iov_len = len};
+	struct iovec remote = {.iov_base = addr, .iov_len = len};
+
+	VM_EQ(process_vm_readv(getpid(), &local, 1, &remote, 1, 0), (ssize_t)len);
+}
+
+/*
+ * Pins: the regions had no fault handler, so a page zapped by
+ * MADV_DONTNEED came back as SIGBUS, for the process and for GUP.
+ */
+static void lifetime_regions_survive_madv_dontneed(struct vm_ctx *ctx)
+{
+	struct vm_view a, c;
+	unsigned char got[4];
+	__u32 *pins;
+	int fd;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	vm_view_map_host(&a, PROT_READ | PROT_WRITE);
+	vm_host_record(&a, 3)[0] = 0x3c;
+	VM_OK(madvise(a.host, a.host_len, MADV_DONTNEED));
+	VM_EQ(vm_host_record(&a, 3)[0], 0x3c);
+	VM_OK(madvise(a.host, a.host_len, MADV_DONTNEED));
+	read_by_gup(vm_host_record(&a, 3), got, 1);
+	VM_EQ(got[0], 0x3c);
+	/* The agent's writes after the zap land in the pool's pages. */
+	VM_OK(madvise(a.host, a.host_len, MADV_DONTNEED));
+	vm_host_record(&a, 3)[1] = 0x3d;
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_view_map_host(&c, PROT_READ);
+	VM_EQ(vm_host_record(&c, 3)[1], 0x3d);
+	/* The map region too. */
+	VM_OK(madvise(c.map_base, c.map_len, MADV_DONTNEED));
+	VM_EQ(c.hdr->magic, MOECACHE_MAP_MAGIC);
+	read_by_gup(c.map_base, got, 4);
+	VM_EQ(memcmp(got, c.map_base, 4), 0);
+	vm_detach(&c);
+	/* And a fast client's pins region. */
+	fd = vm_open_dev();
+	VM_EQ(vm_try_attach_fd_flags(&c, fd, ctx->pool, MOECACHE_ROLE_CLIENT,
+				     MOECACHE_ATTACH_FAST_PINS),
+	      0);
+	pins = mmap(NULL, c.att.off.pins_size, PROT_READ | PROT_WRITE, MAP_SHARED, c.fd,
+		    (off_t)c.att.off.pins_offset);
+	VM_ASSERT(pins != MAP_FAILED);
+	pins[1] = 7;
+	VM_OK(madvise(pins, c.att.off.pins_size, MADV_DONTNEED));
+	VM_EQ(pins[1], 7);
+	pins[1] = 0;
+	munmap(pins, c.att.off.pins_size);
+	vm_detach(&c);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+/* Pins: the data regions could be mapped, or mprotect()ed, executable. */
+static void permission_regions_not_executable(struct vm_ctx *ctx)
+{
+	struct vm_view a;
+	void *p;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	p = mmap(NULL, a.map_len, PROT_READ | PROT_EXEC, MAP_SHARED, a.fd,
+		 (off_t)a.att.off.map_offset);
+	VM_ASSERT_MSG(p == MAP_FAILED && errno == EPERM, "the map region mapped executable");
+	p = mmap(NULL, a.att.off.host_size, PROT_READ | PROT_EXEC, MAP_SHARED, a.fd,
+		 (off_t)a.att.off.host_offset);
+	VM_ASSERT_MSG(p == MAP_FAILED && errno == EPERM, "the host region mapped executable");
+	vm_view_map_host(&a, PROT_READ | PROT_WRITE);
+	VM_ERR(mprotect(a.host, a.host_len, PROT_READ | PROT_EXEC), EACCES);
+	VM_ERR(mprotect(a.map_base, a.map_len, PROT_READ | PROT_EXEC), EACCES);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
 static const struct vm_test tenant_tests[] = {
     VM_TEST(permission_client_bank_read_only,
 	    "a client of a readable pool cannot write the CPU bank by any way of its fd"),
@@ -581,6 +664,10 @@ static const struct vm_test tenant_tests[] = {
 	    "an ACQUIRE that would hold more than max_file_pins pins is EOVERFLOW, whole"),
     VM_TEST(bad_input_attach_pool_file_limit,
 	    "an ATTACH beyond max_pool_files files of the pool is EMFILE"),
+    VM_TEST(lifetime_regions_survive_madv_dontneed,
+	    "the host, map and pins regions read back, also through GUP, after MADV_DONTNEED"),
+    VM_TEST(permission_regions_not_executable,
+	    "no region can be mapped (EPERM) or mprotect()ed (EACCES) executable"),
     VM_TEST(bad_input_bank_set_device_fd, "BANK_SET of a /dev/moecache fd is EINVAL"),
     VM_TEST(bad_input_bank_set_wrong_file,
 	    "a CPU bank must be a memfd of bank_bytes, a ROCm bank a dma-buf (EINVAL)"),

@@ -51,6 +51,7 @@ long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,
 {
 	struct moecache_evict req;
 	bool only_free, sample = false;
+	unsigned int every;
 	u32 idx = MOECACHE_NONE, own;
 	int ret = 0;
 
@@ -94,8 +95,9 @@ long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,
 		req.old_expert = idx_expert(pool, own);
 		slot_unmap(pool, req.slot);
 		pool->evict_events++;
-		sample = evict_event_sample &&
-			 !(pool->evict_events % evict_event_sample);
+		/* Read once: it may be set to 0 between a test and a division. */
+		every = READ_ONCE(evict_event_sample);
+		sample = every && !(pool->evict_events % every);
 	}
 	if (!only_free) {
 		if (pool->estate[idx] == ES_QUEUED)
@@ -530,7 +532,7 @@ ssize_t moecache_read(struct file *file, char __user *buf, size_t len,
 			pool->n_inflight--;
 			pool->estate[idx] = ES_QUEUED;
 			list_add(&pool->qnode[idx], &pool->queue);
-			pool->n_queued++;
+			WRITE_ONCE(pool->n_queued, pool->n_queued + 1);
 		}
 		spin_unlock(&pool->lock);
 		ret = -EFAULT;

@@ -60,7 +60,8 @@ static bool request_add(struct moecache_pool *pool, struct moecache_file *mf,
 		return false;
 	pool->estate[idx] = ES_QUEUED;
 	list_add_tail(&pool->qnode[idx], &pool->queue);
-	pool->n_queued++;
+	/* Read without the lock by poll() and the agent's read(). */
+	WRITE_ONCE(pool->n_queued, pool->n_queued + 1);
 	return true;
 }
 
@@ -69,7 +70,7 @@ void request_dequeue(struct moecache_pool *pool, u32 idx)
 	lockdep_assert_held(&pool->lock);
 	WARN_ON_ONCE(pool->estate[idx] != ES_QUEUED);
 	list_del_init(&pool->qnode[idx]);
-	pool->n_queued--;
+	WRITE_ONCE(pool->n_queued, pool->n_queued - 1);
 }
 
 /* The request for idx is answered: nobody is asking any more. */
@@ -95,7 +96,7 @@ void request_requeue(struct moecache_pool *pool, u32 idx)
 	if (pool->n_askers[idx]) {
 		pool->estate[idx] = ES_QUEUED;
 		list_add_tail(&pool->qnode[idx], &pool->queue);
-		pool->n_queued++;
+		WRITE_ONCE(pool->n_queued, pool->n_queued + 1);
 	} else {
 		pool->req_flags[idx] = 0;
 	}

@@ -204,7 +204,8 @@ static long ioc_attach(struct moecache_pool *unattached,
 		WRITE_ONCE(pool->agent_pid, get_pid(task_tgid(current)));
 		WRITE_ONCE(pool->agent, mf);
 		map_write_begin(pool);
-		pool->hdr->agent_epoch++;
+		/* Read by every client from the map region, without a lock. */
+		WRITE_ONCE(pool->hdr->agent_epoch, pool->hdr->agent_epoch + 1);
 		map_set_flags(pool, MOECACHE_POOL_AGENT, 0);
 		map_write_end(pool);
 	}

@@ -282,7 +282,8 @@ struct moecache_ioctl_desc {
 
 /*
  * Every ioctl, by number. A role outside roles is refused before the
- * handler runs: -ENOTCONN on an unattached fd, else -EPERM.
+ * handler runs: -ENOTCONN on an unattached fd, else -EPERM. cmd's size
+ * bits are the size of the struct this driver knows.
  */
 static const struct moecache_ioctl_desc moecache_ioctls[] = {
 	[_IOC_NR(MOECACHE_IOC_GET_INFO)] = {
@@ -345,21 +346,39 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 	/* Pairs with the release in ioc_attach(). */
 	struct moecache_pool *pool = smp_load_acquire(&mf->pool);
 	const struct moecache_ioctl_desc *d;
-	unsigned int nr = _IOC_NR(cmd);
+	unsigned int nr = _IOC_NR(cmd), ksize, usize;
+	void __user *argp = (void __user *)arg;
 	/* mf->role is set before mf->pool is published, never after. */
 	u32 role = pool ? mf->role : MOECACHE_ROLE_NONE;
+	int ret;
 
 	if (_IOC_TYPE(cmd) != MOECACHE_IOC_MAGIC ||
 	    nr >= ARRAY_SIZE(moecache_ioctls))
 		return -ENOTTY;
 	d = &moecache_ioctls[array_index_nospec(nr, ARRAY_SIZE(moecache_ioctls))];
-	if (!d->fn || d->cmd != cmd)
+	ksize = _IOC_SIZE(d->cmd);
+	usize = _IOC_SIZE(cmd);
+	if (!d->fn || _IOC_DIR(d->cmd) != _IOC_DIR(cmd) || (!ksize && usize))
 		return -ENOTTY;
+	/*
+	 * The size bits are the caller's struct size, as openat2()'s size
+	 * argument: a struct of a later ABI may be longer, and is taken when
+	 * what this driver does not know of it is zero. None is shorter than
+	 * the driver's: every struct had its present size when it became
+	 * extensible (ABI 2).
+	 */
+	if (usize < ksize)
+		return -EINVAL;
+	if (usize > ksize) {
+		ret = check_zeroed_user(argp + ksize, usize - ksize);
+		if (ret <= 0)
+			return ret ?: -E2BIG;
+	}
 	if (!(d->roles & BIT(role)))
 		return pool ? -EPERM : -ENOTCONN;
 	if (role == MOECACHE_ROLE_AGENT && !agent_is_current(pool, mf))
 		return -EPERM;
-	return d->fn(pool, mf, (void __user *)arg);
+	return d->fn(pool, mf, argp);
 }
 
 /* ---- mmap ---- */

@@ -4,7 +4,8 @@
  *
  * The ABI of /dev/moecache. Every struct is fixed-width and explicitly
  * padded; padding and reserved fields must be zero on input. New behaviour
- * gets a new ioctl or a flags bit, never a changed struct. docs/abi.md
+ * gets a new ioctl, a flags bit, or fields appended to a struct (whose
+ * size the ioctl number carries; see MOECACHE_IOC_MAGIC). docs/abi.md
  * describes each ioctl: its arguments, its errors and who may call it.
  */
 #ifndef _UAPI_LINUX_MOECACHE_H
@@ -13,7 +14,7 @@
 #include <linux/types.h>
 #include <linux/ioctl.h>
 
-#define MOECACHE_ABI_VERSION	1
+#define MOECACHE_ABI_VERSION	2
 #define MOECACHE_DEVICE		"/dev/moecache"
 #define MOECACHE_NAME_LEN	64
 
@@ -327,7 +328,16 @@ struct moecache_map_header {
 	__u64 reserved[6];
 };
 
-#define MOECACHE_IOC_MAGIC		0xb7
+/*
+ * 0xBB: free in Documentation/userspace-api/ioctl/ioctl-number.rst (ABI 1
+ * used 0xB7, which is nsfs's: its NOP was NS_GET_USERNS).
+ *
+ * Each command's size bits are the size of its struct, and are its size
+ * field: a caller may pass a longer struct (of a later ABI) whose bytes
+ * past the struct the driver knows are zero (E2BIG otherwise, as for
+ * openat2()); a shorter one is EINVAL; another direction is ENOTTY.
+ */
+#define MOECACHE_IOC_MAGIC		0xbb
 
 #define MOECACHE_IOC_GET_INFO	_IOR(MOECACHE_IOC_MAGIC, 0x00, struct moecache_info)
 #define MOECACHE_IOC_NOP	_IO(MOECACHE_IOC_MAGIC, 0x01)

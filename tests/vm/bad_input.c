@@ -99,33 +99,62 @@ static const unsigned long sized_cmds[] = {
     MOECACHE_IOC_REPORT,
 };
 
-static void bad_input_wrong_size_enotty(struct vm_ctx *ctx)
+/* Runs bad (a sized command with another size) on every kind of file. */
+static void refused_everywhere(struct bi_env *env, int unbound, unsigned long bad, void *buf,
+			       int err)
 {
-	static const int deltas[] = {-8, 8, 64};
+	VM_REFUSED(&env->a, err, ioctl(env->a.fd, bad, buf));
+	VM_REFUSED(&env->a, err, ioctl(env->c.fd, bad, buf));
+	VM_REFUSED(&env->a, err, ioctl(unbound, bad, buf));
+}
+
+static void bad_input_struct_size(struct vm_ctx *ctx)
+{
 	static unsigned char buf[8192];
 	struct bi_env env;
 	int unbound = vm_open_dev();
-	size_t i, k;
+	size_t i;
 
 	bi_setup(ctx, &env);
 	for (i = 0; i < ARRAY_SIZE(sized_cmds); i++) {
 		unsigned long cmd = sized_cmds[i];
+		size_t size = _IOC_SIZE(cmd);
 
-		for (k = 0; k < ARRAY_SIZE(deltas); k++) {
-			unsigned long bad = _IOC(_IOC_DIR(cmd), _IOC_TYPE(cmd), _IOC_NR(cmd),
-						 _IOC_SIZE(cmd) + deltas[k]);
-
-			memset(buf, 0, sizeof(buf));
-			VM_REFUSED(&env.a, ENOTTY, ioctl(env.a.fd, bad, buf));
-			VM_REFUSED(&env.a, ENOTTY, ioctl(env.c.fd, bad, buf));
-			VM_REFUSED(&env.a, ENOTTY, ioctl(unbound, bad, buf));
-		}
+		/* Shorter than the struct: EINVAL, whatever the file. */
+		memset(buf, 0, sizeof(buf));
+		refused_everywhere(&env, unbound,
+				   _IOC(_IOC_DIR(cmd), _IOC_TYPE(cmd), _IOC_NR(cmd), size - 8), buf,
+				   EINVAL);
+		/* Longer, with a byte the driver does not know set: E2BIG. */
+		buf[size + 7] = 1;
+		refused_everywhere(&env, unbound,
+				   _IOC(_IOC_DIR(cmd), _IOC_TYPE(cmd), _IOC_NR(cmd), size + 8), buf,
+				   E2BIG);
+		buf[size + 7] = 0;
+		buf[size + 63] = 0x80;
+		refused_everywhere(&env, unbound,
+				   _IOC(_IOC_DIR(cmd), _IOC_TYPE(cmd), _IOC_NR(cmd), size + 64), buf,
+				   E2BIG);
 	}
 	/* NOP takes no argument: one with a size is another command. */
+	memset(buf, 0, sizeof(buf));
 	VM_REFUSED(&env.a, ENOTTY, ioctl(env.c.fd, _IOC(_IOC_NONE, MOECACHE_IOC_MAGIC, 1, 8), buf));
 	VM_REFUSED(&env.a, ENOTTY, ioctl(env.c.fd, _IOWR(MOECACHE_IOC_MAGIC, 1, __u64), buf));
 	close(unbound);
 	bi_teardown(ctx, &env);
+}
+
+/*
+ * Pins: the magic was nsfs's (0xB7): NS_GET_USERNS on /dev/moecache was
+ * our NOP and succeeded.
+ */
+static void bad_input_nsfs_ioctl_not_ours(struct vm_ctx *ctx)
+{
+	int fd = vm_open_dev();
+
+	VM_ERR(ioctl(fd, _IO(0xb7, 0x1), NULL), ENOTTY);
+	VM_ERR(ioctl(fd, _IO(0xb7, 0x2), NULL), ENOTTY);
+	close(fd);
 }
 
 static void bad_input_unknown_ioctl_enotty(struct vm_ctx *ctx)
@@ -1382,8 +1411,9 @@ static void bad_input_mmap(struct vm_ctx *ctx)
 }
 
 static const struct vm_test bad_input_tests[] = {
-    VM_TEST(bad_input_wrong_size_enotty,
-	    "every ioctl number with another struct size is ENOTTY, whatever the file"),
+    VM_TEST(bad_input_struct_size,
+	    "a shorter struct is EINVAL and a longer one with a non-zero tail E2BIG, on any file"),
+    VM_TEST(bad_input_nsfs_ioctl_not_ours, "nsfs's NS_GET_USERNS and NS_GET_PARENT are ENOTTY"),
     VM_TEST(bad_input_unknown_ioctl_enotty, "unknown numbers, directions and magics are ENOTTY"),
     VM_TEST(bad_input_null_struct_efault,
 	    "every ioctl with a NULL or inaccessible argument struct is EFAULT"),

@@ -653,6 +653,54 @@ static void permission_regions_not_executable(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+/* ---- extensible structs ------------------------------------------------ */
+
+/* A struct of a later ABI: this one's, then fields this driver does not know. */
+struct longer_acquire {
+	struct moecache_acquire acq;
+	__u64 later[4];
+};
+
+struct longer_info {
+	struct moecache_info info;
+	__u64 later[8];
+};
+
+#define LONGER(cmd, type) _IOC(_IOC_DIR(cmd), _IOC_TYPE(cmd), _IOC_NR(cmd), sizeof(type))
+
+/* A longer struct whose unknown tail is zero works as the driver's own. */
+static void basic_longer_struct_zero_tail(struct vm_ctx *ctx)
+{
+	struct longer_acquire la;
+	struct longer_info li;
+	struct vm_view a, c;
+	__u32 e = 2, slot = MOECACHE_NONE;
+	int fd = vm_open_dev();
+
+	memset(&li, 0, sizeof(li));
+	VM_OK(ioctl(fd, LONGER(MOECACHE_IOC_GET_INFO, struct longer_info), &li));
+	VM_EQ(li.info.abi_version, MOECACHE_ABI_VERSION);
+	VM_EQ(li.later[0] | li.later[7], 0);
+	close(fd);
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_fill(&a, 6, 1, 2);
+	memset(&la, 0, sizeof(la));
+	la.acq.layer = 1;
+	la.acq.count = 1;
+	la.acq.experts = (uintptr_t)&e;
+	la.acq.slots = (uintptr_t)&slot;
+	VM_OK(ioctl(c.fd, LONGER(MOECACHE_IOC_ACQUIRE, struct longer_acquire), &la));
+	VM_EQ(slot, 6);
+	VM_EQ(la.acq.n_pinned, 1);
+	VM_EQ(la.later[3], 0);
+	vm_release(&c, &slot, 1);
+	vm_detach(&c);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
 static const struct vm_test tenant_tests[] = {
     VM_TEST(permission_client_bank_read_only,
 	    "a client of a readable pool cannot write the CPU bank by any way of its fd"),
@@ -668,6 +716,8 @@ static const struct vm_test tenant_tests[] = {
 	    "the host, map and pins regions read back, also through GUP, after MADV_DONTNEED"),
     VM_TEST(permission_regions_not_executable,
 	    "no region can be mapped (EPERM) or mprotect()ed (EACCES) executable"),
+    VM_TEST(basic_longer_struct_zero_tail,
+	    "GET_INFO and ACQUIRE take a longer struct whose unknown tail is zero"),
     VM_TEST(bad_input_bank_set_device_fd, "BANK_SET of a /dev/moecache fd is EINVAL"),
     VM_TEST(bad_input_bank_set_wrong_file,
 	    "a CPU bank must be a memfd of bank_bytes, a ROCm bank a dma-buf (EINVAL)"),

@@ -376,7 +376,9 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 	}
 	if (!(d->roles & BIT(role)))
 		return pool ? -EPERM : -ENOTCONN;
-	if (role == MOECACHE_ROLE_AGENT && !agent_is_current(pool, mf))
+	/* What an unattached file may do, any file may do. */
+	if (role == MOECACHE_ROLE_AGENT && !(d->roles & ROLES_UNATTACHED) &&
+	    !agent_is_current(pool, mf))
 		return -EPERM;
 	return d->fn(pool, mf, argp);
 }

@@ -439,6 +439,7 @@ struct fork_job {
 	pid_t child;
 	int child_evict_err;	/* errno of the child's EVICT, 0 if it worked */
 	int child_read_err;	/* errno of the child's read() */
+	int child_info_err;	/* errno of the child's GET_INFO, which any file may make */
 	struct vm_gate ready;
 	struct vm_gate never;
 };
@@ -447,6 +448,7 @@ static void forking_agent_main(void *arg)
 {
 	struct fork_job *job = arg;
 	struct moecache_request req;
+	struct moecache_info info;
 	struct vm_view a;
 	pid_t child;
 
@@ -459,6 +461,7 @@ static void forking_agent_main(void *arg)
 		job->child_evict_err = ioctl(a.fd, MOECACHE_IOC_EVICT, &ev) < 0 ? errno : 0;
 		VM_OK(fcntl(a.fd, F_SETFL, O_NONBLOCK));
 		job->child_read_err = read(a.fd, &req, sizeof(req)) < 0 ? errno : 0;
+		job->child_info_err = ioctl(a.fd, MOECACHE_IOC_GET_INFO, &info) < 0 ? errno : 0;
 		vm_gate_pass(&job->ready);
 		/* Keeps the inherited agent file open until killed. */
 		for (;;)
@@ -491,6 +494,7 @@ static void lifetime_forked_agent_child_no_wedge(struct vm_ctx *ctx)
 	/* While the agent lives, its child may not act for it... */
 	VM_EQ(job->child_evict_err, EPERM);
 	VM_EQ(job->child_read_err, EPERM);
+	VM_EQ(job->child_info_err, 0);
 	VM_EQ(vm_load32(&c.owner[0]), MOECACHE_NONE);
 	VM_EQ(vm_try_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT), -EBUSY);
 	/* ...and once it is dead, the child does not keep the role. */

@@ -53,6 +53,7 @@ struct fz_fd {
 	bool rdonly;   /* opened O_RDONLY */
 	uint32_t role; /* MOECACHE_ROLE_NONE while unbound */
 	bool shared;   /* also open in another process: pins and requests unknown */
+	bool foreign;  /* an agent's file inherited by a child: every call is EPERM */
 	char pool[MOECACHE_NAME_LEN];
 	struct fz_geom g;
 	const struct moecache_map_header *map; /* whole map region, read-only */

@@ -285,6 +285,8 @@ static void gate(struct fz_expect *e, const struct fz_fd *f, uint32_t role_a, ui
 		fz_defect(e, "unbound", ENOTCONN, 0);
 	else if (role_a != MOECACHE_ROLE_NONE && f->role != role_a && f->role != role_b)
 		fz_defect(e, "wrong-role", EPERM, 0);
+	else if (f->foreign)
+		fz_defect(e, "another-process-agent", EPERM, 0);
 }
 
 static bool attached(const struct fz_fd *f)
@@ -1000,6 +1002,9 @@ static void acquire_common(struct fz_lane *l, struct fz_fd *f, bool with_release
 		}
 	}
 	req->timeout_ms = 1 + fz_below(l, 20);
+	/* A WAIT the bank cannot hold at once is refused before anything. */
+	if ((req->flags & MOECACHE_ACQ_WAIT) && attached(f) && count > f->g.n_slots)
+		fz_defect(&e, "wait-over-slots", EINVAL, 0);
 	req->n_hits = (uint32_t)fz_rand(l);
 	req->n_pinned = (uint32_t)fz_rand(l);
 	if (req->flags & MOECACHE_ACQ_WAIT) {
@@ -1294,7 +1299,7 @@ static void op_poll(struct fz_lane *l, struct fz_fd *f)
 		fz_report(l, "poll: %s", fz_errname(errno));
 		return;
 	}
-	if (f->role == MOECACHE_ROLE_AGENT) {
+	if (f->role == MOECACHE_ROLE_AGENT && !f->foreign) {
 		if (pfd.revents & ~(POLLIN | POLLRDNORM))
 			fz_report(l, "poll on the agent: revents 0x%x", pfd.revents);
 	} else if (!(pfd.revents & POLLERR) || (pfd.revents & POLLIN)) {
@@ -1921,6 +1926,9 @@ static void op_bank_set(struct fz_lane *l, struct fz_fd *f)
 			break;
 		}
 	}
+	/* A ROCm bank must be a dma-buf: a memfd is not one. */
+	if (req.backend == MOECACHE_BACKEND_ROCM && req.fd == memfd)
+		fz_defect(&e, "memfd-as-dma-buf", EINVAL, 0);
 	/* Only resident slots can be pinned; with one lane, pins[] is exact. */
 	if (attached(f) && !v.ok)
 		fz_expect_err(&e, EBUSY);
@@ -2291,8 +2299,8 @@ static void op_bad_ioctl(struct fz_lane *l, struct fz_fd *f)
 	const size_t n_draw = l->cfg->no_fast_pins ? n_cmds - 1 : n_cmds;
 	unsigned long cmd, base;
 	unsigned int dir, size, nr, type;
+	long ret, want;
 	size_t i;
-	long ret;
 
 	do {
 		base = abi_cmds[fz_below(l, (uint32_t)n_draw)];
@@ -2328,12 +2336,29 @@ static void op_bad_ioctl(struct fz_lane *l, struct fz_fd *f)
 			;
 	} while (i < n_cmds);
 	memset(l->cfg->rw, 0, (size_t)l->cfg->page);
+	/*
+	 * A known command with another size (its size field): a shorter
+	 * struct is EINVAL; a longer one with a byte set past the known one
+	 * E2BIG. Only NOP, which takes nothing, is another command then.
+	 */
+	want = -ENOTTY;
+	for (i = 0; i < n_cmds; i++) {
+		base = abi_cmds[i];
+		if (type != _IOC_TYPE(base) || nr != _IOC_NR(base) || dir != _IOC_DIR(base) ||
+		    !_IOC_SIZE(base))
+			continue;
+		if (size < _IOC_SIZE(base)) {
+			want = -EINVAL;
+		} else if (_IOC_SIZE(base) < (size_t)l->cfg->page) {
+			((unsigned char *)l->cfg->rw)[_IOC_SIZE(base)] = 1;
+			want = -E2BIG;
+		}
+	}
 	ret = xioctl(f->fd, cmd, l->cfg->rw);
 	fz_trace(l, "ioctl 0x%lx -> %ld", cmd, ret);
-	if (ret != -ENOTTY)
-		fz_report(l,
-			  "ioctl 0x%lx (dir %u type 0x%x nr 0x%x size %u) returned %s, want ENOTTY",
-			  cmd, dir, type, nr, size, fz_errname((int)-ret));
+	if (ret != want)
+		fz_report(l, "ioctl 0x%lx (dir %u type 0x%x nr 0x%x size %u) returned %s, want %s",
+			  cmd, dir, type, nr, size, fz_errname((int)-ret), fz_errname((int)-want));
 }
 
 /* ---- fork ---- */
@@ -2394,6 +2419,8 @@ static void op_fork(struct fz_lane *l, uint64_t *budget)
 		for (i = 0; i < FZ_MAX_FDS; i++) {
 			struct fz_fd *f = &l->fds[i];
 
+			/* The agent role stays with the parent's process. */
+			f->foreign = f->role == MOECACHE_ROLE_AGENT;
 			f->fast = NULL;
 			free(f->fast_held);
 			free(f->fast_idx);

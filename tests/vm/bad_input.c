@@ -1020,36 +1020,6 @@ static void bad_input_create_unaligned_bytes(struct vm_ctx *ctx)
 	vm_expect_no_pool(ctx->pool);
 }
 
-static bool write_param(const char *name, unsigned long long value)
-{
-	char path[128];
-	FILE *f;
-	bool ok;
-
-	snprintf(path, sizeof(path), "/sys/module/moecache/parameters/%s", name);
-	f = fopen(path, "we");
-	if (!f)
-		return false;
-	ok = fprintf(f, "%llu\n", value) > 0;
-	ok = (fclose(f) == 0) && ok;
-	return ok;
-}
-
-static bool read_param(const char *name, unsigned long long *value)
-{
-	char path[128];
-	FILE *f;
-	int n;
-
-	snprintf(path, sizeof(path), "/sys/module/moecache/parameters/%s", name);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	n = fscanf(f, "%llu", value);
-	fclose(f);
-	return n == 1;
-}
-
 /* Geometry inside the limits whose host bytes do not fit in 64 bits, if any. */
 static bool overflow_geometry(const struct moecache_info *info, long page,
 			      struct moecache_pool_create *pc)
@@ -1097,16 +1067,16 @@ static void bad_input_create_overflow(struct vm_ctx *ctx)
 	vm_fill_create(&job->pc, ctx->pool, &vm_geom_default);
 	if (!overflow_geometry(&info, ctx->page_size, &job->pc)) {
 		/* The default limits keep the product in 64 bits: raise them if sysfs lets us. */
-		if (!read_param("max_layers", &old_layers) ||
-		    !read_param("max_experts", &old_experts))
+		if (!vm_param_read("max_layers", &old_layers) ||
+		    !vm_param_read("max_experts", &old_experts))
 			vm_skip("max_layers x max_experts x max_expert_bytes fits in 64 bits and "
 				"the parameters are not in sysfs");
 		raised =
-		    write_param("max_layers", 1u << 20) && write_param("max_experts", 1u << 20);
+		    vm_param_write("max_layers", 1u << 20) && vm_param_write("max_experts", 1u << 20);
 		vm_get_info(&info);
 		if (!raised || !overflow_geometry(&info, ctx->page_size, &job->pc)) {
-			write_param("max_layers", old_layers);
-			write_param("max_experts", old_experts);
+			vm_param_write("max_layers", old_layers);
+			vm_param_write("max_experts", old_experts);
 			vm_skip("max_layers x max_experts x max_expert_bytes fits in 64 bits and "
 				"cannot be raised at run time");
 		}
@@ -1116,8 +1086,8 @@ static void bad_input_create_overflow(struct vm_ctx *ctx)
 	pid = vm_spawn(overflow_create, job);
 	vm_reap(pid, 20000, "the overflowing POOL_CREATE");
 	if (raised) {
-		write_param("max_layers", old_layers);
-		write_param("max_experts", old_experts);
+		vm_param_write("max_layers", old_layers);
+		vm_param_write("max_experts", old_experts);
 	}
 	if (job->ret != -1 || job->err != EOVERFLOW)
 		vm_fail_errno_at(__FILE__, __LINE__, "POOL_CREATE with host bytes over 2^64",

@@ -21,22 +21,6 @@ static __u64 geom_host_bytes(const struct vm_geom *g)
 	return (__u64)g->n_layers * (g->expert_end - g->expert_begin) * g->expert_bytes;
 }
 
-/* Reads a module parameter from sysfs; false if it is not exported. */
-static bool module_param(const char *name, unsigned long long *value)
-{
-	char path[128];
-	FILE *f;
-	int n;
-
-	snprintf(path, sizeof(path), "/sys/module/moecache/parameters/%s", name);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	n = fscanf(f, "%llu", value);
-	fclose(f);
-	return n == 1;
-}
-
 static void basic_get_info_limits(struct vm_ctx *ctx)
 {
 	struct moecache_info info;
@@ -53,19 +37,19 @@ static void basic_get_info_limits(struct vm_ctx *ctx)
 	VM_ASSERT(info.host_bytes_used <= info.max_host_bytes);
 	VM_ASSERT(info.n_pools <= info.max_pools);
 	/* The limits are the module parameters, where sysfs shows them. */
-	if (module_param("max_pools", &p))
+	if (vm_param_read("max_pools", &p))
 		VM_EQ(info.max_pools, p);
-	if (module_param("max_layers", &p))
+	if (vm_param_read("max_layers", &p))
 		VM_EQ(info.max_layers, p);
-	if (module_param("max_experts", &p))
+	if (vm_param_read("max_experts", &p))
 		VM_EQ(info.max_experts, p);
-	if (module_param("max_slots", &p))
+	if (vm_param_read("max_slots", &p))
 		VM_EQ(info.max_slots, p);
-	if (module_param("max_batch", &p))
+	if (vm_param_read("max_batch", &p))
 		VM_EQ(info.max_batch, p);
-	if (module_param("max_host_mb", &p))
+	if (vm_param_read("max_host_mb", &p))
 		VM_EQ(info.max_host_bytes, p << 20);
-	if (module_param("max_expert_mb", &p))
+	if (vm_param_read("max_expert_mb", &p))
 		VM_EQ(info.max_expert_bytes, p << 20);
 }
 

@@ -437,23 +437,30 @@ bool vm_param_read(const char *name, unsigned long long *value)
 	return n == 1;
 }
 
-unsigned long long vm_param_set(const char *name, unsigned long long value)
+bool vm_param_write(const char *name, unsigned long long value)
 {
-	unsigned long long old;
 	char path[128];
 	FILE *f;
 	bool ok;
 
-	if (!vm_param_read(name, &old))
-		VM_FAIL("no module parameter %s", name);
 	snprintf(path, sizeof(path), "/sys/module/moecache/parameters/%s", name);
 	f = fopen(path, "we");
 	if (!f)
-		VM_FAIL("open %s: %s", path, vm_errname(errno));
+		return false;
 	ok = fprintf(f, "%llu\n", value) > 0;
 	ok = (fclose(f) == 0) && ok;
-	if (!ok)
-		VM_FAIL("write %llu to %s: %s", value, path, vm_errname(errno));
+	return ok;
+}
+
+unsigned long long vm_param_set(const char *name, unsigned long long value)
+{
+	unsigned long long old;
+
+	if (!vm_param_read(name, &old))
+		VM_FAIL("no module parameter %s", name);
+	if (!vm_param_write(name, value))
+		VM_FAIL("cannot write %llu to module parameter %s: %s", value, name,
+			vm_errname(errno));
 	return old;
 }
 

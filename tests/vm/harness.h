@@ -238,6 +238,8 @@ void vm_check_map_consistent(const struct vm_view *v);
 
 /* /sys/module/moecache/parameters/NAME; false if it cannot be read. */
 bool vm_param_read(const char *name, unsigned long long *value);
+/* Writes it; false if it cannot be written (a read-only parameter). */
+bool vm_param_write(const char *name, unsigned long long value);
 /* Sets it, failing the test if it cannot; returns the old value. */
 unsigned long long vm_param_set(const char *name, unsigned long long value);
 

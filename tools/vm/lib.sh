@@ -111,3 +111,70 @@ vm_kernel_image()
 		echo "$1/vmlinuz"
 	fi
 }
+
+# ---- MOECACHE_VM_HOST_USR: the host's /usr over 9p ----
+
+# Prints the module files of $2... found in folder $1, each after the
+# modules it depends on (modinfo's depends), for insmod in that order.
+declare -A _vm_mod_seen=()
+vm_module_order()
+{
+	local dir=$1 name f
+	shift
+	for name in "$@"; do
+		[ -z "${_vm_mod_seen[$name]:-}" ] || continue
+		_vm_mod_seen[$name]=1
+		f=$dir/$name.ko
+		[ -f "$f" ] || f=$dir/${name//_/-}.ko
+		[ -f "$f" ] || vm_die "no module $name in the kernel package's 9p and virtio modules"
+		# shellcheck disable=SC2046 # depends is a comma-separated list
+		vm_module_order "$dir" $(modinfo -F depends "$f" | tr ',' ' ')
+		basename "$f"
+	done
+}
+
+# Prints the folder holding kernel $1's 9p client and virtio-pci modules
+# (from its linux-image package, decompressed) and the file "order" that
+# lists them in insmod order; downloads and extracts them the first time.
+vm_fetch_9p_modules()
+{
+	local kver=$1 cache out tmp deb pkg f
+	cache=$(vm_cache_dir)
+	out=$cache/kernel-$kver/modules-9p
+	if [ ! -s "$out/order" ]; then
+		mkdir -p "$cache"
+		exec {lock9p_fd}>"$cache/.lock"
+		flock "$lock9p_fd"
+	fi
+	if [ ! -s "$out/order" ]; then
+		tmp=$(mktemp -d "$cache/fetch9p.XXXXXX")
+		for pkg in "linux-image-$kver" "linux-image-$kver-unsigned"; do
+			(cd "$tmp" && apt-get download "$pkg") >&2 2>"$tmp/apt.log" && break
+		done
+		deb=$(find "$tmp" -maxdepth 1 -name 'linux-image-*.deb' | head -n1)
+		if [ -z "$deb" ]; then
+			cat "$tmp/apt.log" >&2
+			rm -rf "$tmp"
+			vm_die "cannot download linux-image-$kver for its 9p modules"
+		fi
+		mkdir -p "$tmp/x" "$tmp/m"
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" --wildcards '*/fs/9p/*' \
+			'*/net/9p/*' '*/drivers/virtio/*' '*/fs/netfs/*' '*/fs/fscache/*'
+		while read -r f; do
+			case $f in
+			*.ko) cp "$f" "$tmp/m/" ;;
+			*.ko.xz) xz -dc "$f" >"$tmp/m/$(basename "$f" .xz)" ;;
+			*.ko.zst) zstd -qdc "$f" >"$tmp/m/$(basename "$f" .zst)" ;;
+			esac
+		done < <(find "$tmp/x" -name '*.ko*')
+		vm_module_order "$tmp/m" 9p 9pnet_virtio virtio_pci >"$tmp/m/order"
+		rm -rf "$out"
+		mv "$tmp/m" "$out"
+		rm -rf "$tmp"
+	fi
+	if [ -n "${lock9p_fd:-}" ]; then
+		flock -u "$lock9p_fd"
+		exec {lock9p_fd}>&-
+	fi
+	echo "$out"
+}

@@ -45,3 +45,17 @@ install-python: $(PY_EXT) $(PY_COPIES)
 	install -d $(DESTDIR)$(PYTHON_SITEDIR)/moecache
 	install -m 0644 $(filter-out %.so,$(PY_COPIES)) $(DESTDIR)$(PYTHON_SITEDIR)/moecache/
 	install -m 0755 $(PY_EXT) $(DESTDIR)$(PYTHON_SITEDIR)/moecache/
+
+# The binding against the driver, in the VM (tools/vm/run with
+# MOECACHE_VM_HOST_USR=1: Python and PyTorch from the host's /usr).
+PY_VM_TEST := $(TESTOUT)/vm/moecache-python-vmtest
+VM_TESTS   += $(PY_VM_TEST)
+VM_SUITES  += moecache-python-vmtest
+
+$(PY_VM_TEST): lib/python/tests/vm-test.sh
+	@mkdir -p $(dir $@)
+	install -m 0755 $< $@
+
+# make check boots every VM suite with the host's /usr shared (read-only,
+# over 9p): moecache-python-vmtest needs it, the others do not mind.
+check: export MOECACHE_VM_HOST_USR = 1

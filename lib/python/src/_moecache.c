@@ -75,6 +75,16 @@ static PyTypeObject PoolInfoType;
 
 static void client_shutdown(ClientObject *c)
 {
+	if (c->mc && c->pid != getpid()) {
+		/*
+		 * A forked child's copy: closing would act on the parent's file
+		 * (a fast-pin handle reports the parent's hits on close). The
+		 * descriptors and mappings go when the child exits.
+		 */
+		c->mc = NULL;
+		c->bank_ok = false;
+		return;
+	}
 	if (c->bank_ok) {
 		moecache_bank_release_flush(&c->bank);
 		moecache_bank_unimport(&c->bank);
@@ -447,6 +457,27 @@ static int check_experts(ClientObject *c, const char *op, long layer, const stru
 	return 0;
 }
 
+/* Slots to release: in the bank, or -1. Returns how many are real, or -1. */
+static int check_slots(ClientObject *c, const char *op, const struct id_list *l)
+{
+	char what[160], hint[160];
+	int n = 0;
+
+	for (uint32_t i = 0; i < l->n; i++) {
+		if (l->ids[i] == MOECACHE_NONE)
+			continue;
+		if (l->ids[i] >= c->pool.n_slots) {
+			snprintf(what, sizeof(what), "%s on pool '%s'", op, c->pool_name);
+			snprintf(hint, sizeof(hint), "slot %u is out of range: the bank has %u slots",
+				 l->ids[i], c->pool.n_slots);
+			raise_errno(EINVAL, what, hint);
+			return -1;
+		}
+		n++;
+	}
+	return n;
+}
+
 static PyObject *client_fail(ClientObject *c, int ret, const char *op, uint32_t timeout_ms)
 {
 	char what[160], hint[200];
@@ -485,7 +516,7 @@ static PyObject *client_close(ClientObject *c, PyObject *unused)
 				   "another thread is inside a call on this client");
 	}
 	c->closed = true;
-	if (c->exports) {
+	if (c->exports && c->pid == getpid()) {
 		/* Views of the bank or host pages are alive: keep the mappings. */
 		moecache_release_all(c->mc);
 	} else {
@@ -578,17 +609,8 @@ static PyObject *do_acquire(ClientObject *c, PyObject *release_obj, long layer, 
 		goto out;
 	if (check_experts(c, op, layer, &l) < 0)
 		goto out;
-	for (uint32_t i = 0; i < rel.n; i++) {
-		if (rel.ids[i] != MOECACHE_NONE && rel.ids[i] >= c->pool.n_slots) {
-			char what[160], hint[160];
-
-			snprintf(what, sizeof(what), "%s on pool '%s'", op, c->pool_name);
-			snprintf(hint, sizeof(hint), "slot %u is out of range: the bank has %u slots",
-				 rel.ids[i], c->pool.n_slots);
-			raise_errno(EINVAL, what, hint);
-			goto out;
-		}
-	}
+	if (check_slots(c, op, &rel) < 0)
+		goto out;
 	slots = PyMem_Malloc((l.n ? l.n : 1) * sizeof(uint32_t));
 	if (!slots) {
 		PyErr_NoMemory();
@@ -596,11 +618,7 @@ static PyObject *do_acquire(ClientObject *c, PyObject *release_obj, long layer, 
 	}
 	if (!l.n) {
 		/* Nothing to pin: only the release, if any. */
-		bool any = false;
-
-		for (uint32_t i = 0; i < rel.n; i++)
-			any |= rel.ids[i] != MOECACHE_NONE;
-		ret = any ? moecache_release(c->mc, rel.ids, rel.n) : 0;
+		ret = check_slots(c, op, &rel) > 0 ? moecache_release(c->mc, rel.ids, rel.n) : 0;
 		if (ret < 0) {
 			client_fail(c, ret, "release", 0);
 			goto out;
@@ -675,26 +693,16 @@ static PyObject *client_release(ClientObject *c, PyObject *args, PyObject *kwds)
 	static char *kwlist[] = {"slots", NULL};
 	PyObject *obj;
 	struct id_list l;
-	uint32_t n_real = 0;
-	int ret;
+	int n_real, ret;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:release", kwlist, &obj))
 		return NULL;
 	if (client_usable(c) < 0 || id_list_parse(obj, "slots", true, &l) < 0)
 		return NULL;
-	for (uint32_t i = 0; i < l.n; i++) {
-		if (l.ids[i] == MOECACHE_NONE)
-			continue;
-		if (l.ids[i] >= c->pool.n_slots) {
-			char what[160], hint[160];
-
-			snprintf(what, sizeof(what), "release on pool '%s'", c->pool_name);
-			snprintf(hint, sizeof(hint), "slot %u is out of range: the bank has %u slots",
-				 l.ids[i], c->pool.n_slots);
-			id_list_free(&l);
-			return raise_errno(EINVAL, what, hint);
-		}
-		n_real++;
+	n_real = check_slots(c, "release", &l);
+	if (n_real < 0) {
+		id_list_free(&l);
+		return NULL;
 	}
 	ret = n_real ? moecache_release(c->mc, l.ids, l.n) : 0;
 	id_list_free(&l);
@@ -703,16 +711,22 @@ static PyObject *client_release(ClientObject *c, PyObject *args, PyObject *kwds)
 	Py_RETURN_NONE;
 }
 
-static PyObject *client_release_all(ClientObject *c, PyObject *unused)
+/* A call that takes nothing but the handle. */
+static PyObject *client_call(ClientObject *c, int (*fn)(struct moecache *), const char *op)
 {
 	int ret;
 
 	if (client_usable(c) < 0)
 		return NULL;
-	ret = moecache_release_all(c->mc);
+	ret = fn(c->mc);
 	if (ret < 0)
-		return client_fail(c, ret, "release_all", 0);
+		return client_fail(c, ret, op, 0);
 	Py_RETURN_NONE;
+}
+
+static PyObject *client_release_all(ClientObject *c, PyObject *unused)
+{
+	return client_call(c, moecache_release_all, "release_all");
 }
 
 static PyObject *client_prefetch(ClientObject *c, PyObject *args, PyObject *kwds)
@@ -742,14 +756,7 @@ static PyObject *client_prefetch(ClientObject *c, PyObject *args, PyObject *kwds
 
 static PyObject *client_report_flush(ClientObject *c, PyObject *unused)
 {
-	int ret;
-
-	if (client_usable(c) < 0)
-		return NULL;
-	ret = moecache_report_flush(c->mc);
-	if (ret < 0)
-		return client_fail(c, ret, "report_flush", 0);
-	Py_RETURN_NONE;
+	return client_call(c, moecache_report_flush, "report_flush");
 }
 
 static int dict_set_u64(PyObject *d, const char *key, uint64_t v)

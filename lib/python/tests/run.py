@@ -3,7 +3,9 @@
 prints one "ok N - name # description" or "not ok" line per test, then
 the summary line tests/run-check reads from every unit test binary:
 "Synthesis: Tested: N | Passing: N | Failing: N". Exit status 1 on any
-failure. Needs PYTHONPATH to hold the built package (build/python)."""
+failure. Needs PYTHONPATH to hold the built package (build/python).
+An argument names another pattern of files to run instead (vm_*.py: the
+tests against the driver, in the VM)."""
 import os
 import sys
 import traceback
@@ -22,7 +24,8 @@ def main() -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
     loader = unittest.TestLoader()
-    suite = loader.discover(here, pattern="test_*.py", top_level_dir=here)
+    pattern = sys.argv[1] if len(sys.argv) > 1 else "test_*.py"
+    suite = loader.discover(here, pattern=pattern, top_level_dir=here)
     passed = failed = 0
     n = 0
     for case in cases(suite):

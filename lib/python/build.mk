@@ -52,6 +52,15 @@ PY_VM_TEST := $(TESTOUT)/vm/moecache-python-vmtest
 VM_TESTS   += $(PY_VM_TEST)
 VM_SUITES  += moecache-python-vmtest
 
+# The unit tests' fake libcuda (tests/unit/gpu), for the DLPack test of a
+# CUDA bank: in VM_TESTS, so that it lands in the VM's /usr/bin.
+PY_VM_FAKE_CUDA := $(TESTOUT)/vm/libmoecache-fakecuda.so
+VM_TESTS        += $(PY_VM_FAKE_CUDA)
+
+$(PY_VM_FAKE_CUDA): $(TESTOUT)/unit/libmoecache-fakecuda.so
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 $(PY_VM_TEST): lib/python/tests/vm-test.sh
 	@mkdir -p $(dir $@)
 	install -m 0755 $< $@

@@ -5,6 +5,8 @@
 # /usr, run through host-run):
 #   - lib/python/tests/vm_client.py: moecache.Client's calls, errors,
 #     buffers, lifetime and permissions on a synthetic pool;
+#   - lib/python/tests/vm_cuda.py: a CUDA bank exported through DLPack, on
+#     the unit tests' fake CUDA driver (moecached --backend cuda);
 #   - tools/python/moecache-torch-decode multi: four processes decoding
 #     different prompts with the torch MoE model through one pool whose bank
 #     holds 25% of the experts, served by moecached, each checking every
@@ -112,6 +114,34 @@ kill -TERM "$api_agent" && wait "$api_agent"
 api_agent=
 moecachectl pool destroy $PYTEST_POOL
 moecachectl pool destroy $PYTEST_PRIV
+
+# ---- a CUDA bank through DLPack, on the fake CUDA driver ------------------
+# The unit tests' fake libcuda (device memory is host memory), for the agent
+# here and for the client in /host (through /tmp, which both see).
+fake_cuda=/usr/bin/libmoecache-fakecuda.so
+if [ -f $fake_cuda ] && cp $fake_cuda /tmp/libmoecache-fakecuda.so &&
+	moecachectl pool create py-cuda --layers 2 --experts 8 --expert-bytes 4096 --slots 4 \
+		>"$work/cuda-setup.log" 2>&1 &&
+	moecachectl load py-cuda --synthetic --quiet >>"$work/cuda-setup.log" 2>&1; then
+	MOECACHE_LIBCUDA=/tmp/libmoecache-fakecuda.so moecached --pool py-cuda --backend cuda \
+		--foreground 2>"$work/cuda-agent.log" &
+	api_agent=$!
+	# The agent sets the bank once it started.
+	i=0
+	until moecachectl pool info py-cuda --json 2>/dev/null | grep -q '"bank"' ||
+		[ $i -gt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	run_py_tests vm_cuda.py MOECACHE_LIBCUDA=/tmp/libmoecache-fakecuda.so \
+		PYTEST_CUDA_POOL=py-cuda
+	kill -TERM "$api_agent" && wait "$api_agent"
+	api_agent=
+	moecachectl pool destroy py-cuda
+else
+	not_ok cuda_setup "a pool served by moecached --backend cuda on the fake driver" \
+		"$(tail -n 3 "$work/cuda-setup.log" 2>/dev/null)"
+fi
 
 # ---- four torch decoders on one pool, through an agent kill -9 ------------
 # One interpreter writes the checkpoint, waits for the pool to be loaded,

@@ -38,13 +38,18 @@ $(PY_UNIT_TEST): lib/python/build.mk $(PY_EXT) $(PY_COPIES)
 		'PYTHONPATH=$(abspath $(PY_OUT))$${PYTHONPATH:+:$$PYTHONPATH} exec $(PYTHON) -B $(abspath lib/python/tests/run.py) "$$@"' >$@
 	chmod +x $@
 
-# Installs the package for Debian's python3 (DESTDIR, PYTHON_SITEDIR).
+# Installs the package for Debian's python3 (DESTDIR, PYTHON_SITEDIR); part
+# of `make install` (a prerequisite: the top-level install adds the rest).
 PYTHON_SITEDIR ?= /usr/lib/python3/dist-packages
-.PHONY: install-python
+.PHONY: install install-python uninstall uninstall-python
+install: install-python
+uninstall: uninstall-python
 install-python: $(PY_EXT) $(PY_COPIES)
 	install -d $(DESTDIR)$(PYTHON_SITEDIR)/moecache
 	install -m 0644 $(filter-out %.so,$(PY_COPIES)) $(DESTDIR)$(PYTHON_SITEDIR)/moecache/
 	install -m 0755 $(PY_EXT) $(DESTDIR)$(PYTHON_SITEDIR)/moecache/
+uninstall-python:
+	rm -rf $(DESTDIR)$(PYTHON_SITEDIR)/moecache
 
 # The binding against the driver, in the VM (tools/vm/run with
 # MOECACHE_VM_HOST_USR=1: Python and PyTorch from the host's /usr).

@@ -26,8 +26,9 @@ agent=
 api_agent=
 PYTEST_POOL=py-api
 PYTEST_PRIV=py-priv
+PYTEST_RANGE=py-range
 pool=py-torch
-export PYTEST_POOL PYTEST_PRIV
+export PYTEST_POOL PYTEST_PRIV PYTEST_RANGE
 
 ok()
 {
@@ -82,7 +83,10 @@ fi
 if ! { moecachectl pool create $PYTEST_POOL --layers 2 --experts 8 --expert-bytes 4096 \
 	--slots 4 && moecachectl load $PYTEST_POOL --synthetic --quiet &&
 	moecachectl pool create $PYTEST_PRIV --layers 1 --experts 2 --expert-bytes 4096 \
-		--slots 1 --mode 0600; } >"$work/api-setup.log" 2>&1; then
+		--slots 1 --mode 0600 &&
+	moecachectl pool create $PYTEST_RANGE --layers 2 --experts 8 --expert-bytes 4096 \
+		--slots 2 --range 4:8 && moecachectl load $PYTEST_RANGE --synthetic --quiet; } \
+	>"$work/api-setup.log" 2>&1; then
 	not_ok api_setup "the API test pools" "$(tail -n 3 "$work/api-setup.log")"
 	finish
 fi
@@ -109,11 +113,13 @@ run_py_tests()
 			"$(tail -n 5 "$work/py.out")"
 }
 
-run_py_tests vm_client.py PYTEST_POOL=$PYTEST_POOL PYTEST_PRIV=$PYTEST_PRIV
+run_py_tests vm_client.py PYTEST_POOL=$PYTEST_POOL PYTEST_PRIV=$PYTEST_PRIV \
+	PYTEST_RANGE=$PYTEST_RANGE
 kill -TERM "$api_agent" && wait "$api_agent"
 api_agent=
 moecachectl pool destroy $PYTEST_POOL
 moecachectl pool destroy $PYTEST_PRIV
+moecachectl pool destroy $PYTEST_RANGE
 
 # ---- a CUDA bank through DLPack, on the fake CUDA driver ------------------
 # The unit tests' fake libcuda (device memory is host memory), for the agent

@@ -2,8 +2,9 @@
 """moecache.Client against the driver (run in the VM by
 moecache-python-vmtest, through run.py vm_client.py). Pools, made by the
 caller: $PYTEST_POOL (2 layers x 8 experts of 4096 bytes, 4 slots, loaded
-with moecachectl load --synthetic, served by moecached) and $PYTEST_PRIV
-(mode 0600, owned by root)."""
+with moecachectl load --synthetic, served by moecached), $PYTEST_PRIV
+(mode 0600, owned by root) and $PYTEST_RANGE (as $PYTEST_POOL with
+--range 4:8, loaded, no agent)."""
 import errno
 import os
 import struct
@@ -17,6 +18,7 @@ import moecache
 
 POOL = os.environ.get("PYTEST_POOL", "py-api")
 PRIV = os.environ.get("PYTEST_PRIV", "py-priv")
+RANGE = os.environ.get("PYTEST_RANGE", "py-range")
 LAYERS, EXPERTS, SLOTS, EXPERT_BYTES = 2, 8, 4, 4096
 
 
@@ -40,6 +42,24 @@ def in_child(body) -> int:
 
 def record_words(buf, index, stride, n=4):
     return struct.unpack_from(f"<{n}Q", buf, index * stride)
+
+
+class RangePoolTests(unittest.TestCase):
+    def test_basic_range_pool(self):
+        """a --range 4:8 pool reports its local range, refuses other ids and indexes host records locally"""
+        with moecache.Client(RANGE) as c:
+            i = c.info
+            self.assertEqual((i.n_experts, i.expert_begin, i.expert_end, i.n_local), (8, 4, 8, 4))
+            with self.assertRaises(OSError) as cm:
+                c.lookup(0, [2])
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+            self.assertIn("outside the pool's experts [4, 8)", str(cm.exception))
+            self.assertEqual(c.lookup(1, [5]), [-1])
+            host = c.host
+            self.assertEqual(host.n_slots, 2 * 4)
+            rec = 1 * 4 + (6 - 4)
+            self.assertEqual(record_words(memoryview(host), rec, host.stride),
+                             tuple(synthetic_word(1, 6, k) for k in range(4)))
 
 
 class DriverTests(unittest.TestCase):

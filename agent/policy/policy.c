@@ -14,16 +14,16 @@ static const struct moe_policy_ops *const moe_policy_table[] = {
     &moe_policy_lru_ops,   &moe_policy_lfu_ops,	    &moe_policy_ema_ops,
     &moe_policy_arc_ops,   &moe_policy_static_ops,  &moe_policy_belady_ops,
     &moe_policy_reuse_ops, &moe_policy_revisit_ops, &moe_policy_lookahead_ops,
+    &moe_policy_duel_ops,
 };
 
 #define MOE_N_POLICIES (sizeof(moe_policy_table) / sizeof(moe_policy_table[0]))
 
-static const struct moe_policy_ops *const moe_policy_default_ops = &moe_policy_revisit_ops;
+static const struct moe_policy_ops *const moe_policy_default_ops = &moe_policy_duel_ops;
 
 static const char *const moe_policy_name_list[] = {
-    "lru",    "lfu",   "ema",	  "arc",       "static",
-    "belady", "reuse", "revisit", "lookahead", MOE_POLICY_DEFAULT,
-    NULL,
+    "lru",   "lfu",	"ema",	     "arc",  "static",		 "belady",
+    "reuse", "revisit", "lookahead", "duel", MOE_POLICY_DEFAULT, NULL,
 };
 
 const char *const *moe_policy_names(void)

@@ -106,5 +106,6 @@ extern const struct moe_policy_ops moe_policy_belady_ops;
 extern const struct moe_policy_ops moe_policy_reuse_ops;
 extern const struct moe_policy_ops moe_policy_revisit_ops;
 extern const struct moe_policy_ops moe_policy_lookahead_ops;
+extern const struct moe_policy_ops moe_policy_duel_ops;
 
 #endif /* MOECACHE_AGENT_POLICY_POLICY_IMPL_H */

@@ -794,12 +794,14 @@ struct synth_shape {
 	double skew;	/* popularity ~ u^skew: 1 is uniform */
 	double keep;	/* chance an expert of the previous token is used again */
 	uint32_t drift; /* every drift tokens a layer's order rotates by one; 0: never */
+	uint32_t phase; /* every phase tokens the order jumps by a third; 0: never */
+	uint64_t seed;	/* of the routing; 0: the fixed one */
 };
 
 static const struct synth_shape synth_shapes[] = {
-    {26, 256, 8, 200, 2.0, 0.3, 10}, /* the held-out shape of the issue */
-    {48, 128, 4, 150, 3.0, 0.5, 0},  /* many layers, hot experts */
-    {16, 64, 8, 200, 1.2, 0.1, 5},   /* near-uniform, drifting */
+    {26, 256, 8, 200, 2.0, 0.3, 10, 0, 0}, /* the held-out shape of the issue */
+    {48, 128, 4, 150, 3.0, 0.5, 0, 0, 0},  /* many layers, hot experts */
+    {16, 64, 8, 200, 1.2, 0.1, 5, 0, 0},   /* near-uniform, drifting */
 };
 
 #define SYNTH_MAX_IDS (200 * 48 * 8)
@@ -814,7 +816,7 @@ static uint32_t sel_synth(uint32_t t, uint32_t l, uint32_t *out)
 
 static struct moe_trace *synth_trace(const struct synth_shape *sh)
 {
-	uint64_t x = 0x853c49e6748fea9bULL;
+	uint64_t x = sh->seed ? sh->seed : 0x853c49e6748fea9bULL;
 
 	cr_assert_leq((size_t)sh->tokens * sh->layers * sh->top_k, SYNTH_MAX_IDS);
 	synth_k = sh->top_k;
@@ -824,6 +826,9 @@ static struct moe_trace *synth_trace(const struct synth_shape *sh)
 			uint32_t *sel = &synth_sel[((size_t)t * sh->layers + l) * sh->top_k], n = 0;
 			const uint32_t *prev = t ? sel - (size_t)sh->layers * sh->top_k : NULL;
 			uint32_t rot = sh->drift ? t / sh->drift : 0;
+
+			if (sh->phase)
+				rot += t / sh->phase * (sh->experts / 3 + 1);
 
 			for (uint32_t j = 0; prev && j < sh->top_k; j++) {
 				x = x * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -875,6 +880,65 @@ Test(sim, perf_default_generalises_to_generated_models,
 					      "shape %u %s %.0f%%: prefetch %.5f < none %.5f", s,
 					      presets[p], f * 100, sp, sd);
 			}
+		}
+		moe_trace_free(t);
+	}
+}
+
+static double synth_uniform(uint64_t *x)
+{
+	*x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (double)(*x >> 11) / 9007199254740992.0;
+}
+
+/* A shape drawn from a seeded generator: layers 8-64, experts 32-512, top-k 2-8. */
+static struct synth_shape synth_draw(uint64_t *x)
+{
+	static const uint32_t experts[] = {32, 64, 128, 256, 512}, top_k[] = {2, 4, 6, 8};
+	struct synth_shape sh = {
+	    .layers = 8 + (uint32_t)(synth_uniform(x) * 57),
+	    .experts = experts[(uint32_t)(synth_uniform(x) * 5)],
+	    .top_k = top_k[(uint32_t)(synth_uniform(x) * 4)],
+	    .tokens = 150,
+	    .skew = 1.0 + 3.0 * synth_uniform(x),
+	    .keep = 0.6 * synth_uniform(x),
+	};
+
+	sh.drift = synth_uniform(x) < 0.5 ? 0 : 2 + (uint32_t)(synth_uniform(x) * 20);
+	sh.phase = synth_uniform(x) < 0.3 ? 30 + (uint32_t)(synth_uniform(x) * 60) : 0;
+	sh.seed = *x | 1;
+	if ((size_t)sh.tokens * sh.layers * sh.top_k > SYNTH_MAX_IDS)
+		sh.tokens = SYNTH_MAX_IDS / (sh.layers * sh.top_k);
+	return sh;
+}
+
+#define SYNTH_N_DRAWN 16
+
+Test(sim, perf_default_hit_rate_floor_on_generated_shapes,
+     .description = "on the three fixed generated shapes and 16 drawn by a seeded generator "
+		    "(skew, repetition, drift, phase changes), the default's demand hit rate is "
+		    "at least LRU's - 0.002 at 5%, 10%, 25%, 50% and 75%")
+{
+	static const double fractions[] = {0.05, 0.10, 0.25, 0.50, 0.75};
+	const unsigned int n_fixed = sizeof(synth_shapes) / sizeof(synth_shapes[0]);
+	uint64_t x = 20261201;
+
+	for (unsigned int s = 0; s < n_fixed + SYNTH_N_DRAWN; s++) {
+		struct synth_shape sh = s < n_fixed ? synth_shapes[s] : synth_draw(&x);
+		struct moe_trace *t = synth_trace(&sh);
+
+		for (unsigned int i = 0; i < sizeof(fractions) / sizeof(fractions[0]); i++) {
+			uint32_t slots = (uint32_t)(fractions[i] * sh.layers * sh.experts);
+			struct moe_sim_result lru, def;
+
+			sim(t, "lru", slots, false, false, &lru);
+			sim(t, NULL, slots, false, false, &def);
+			cr_expect_geq(def.hit_rate, lru.hit_rate - 0.002,
+				      "shape %u (%ux%u top-%u, skew %.2f, keep %.2f, drift %u, "
+				      "phase %u) %.0f%%: %.4f < lru %.4f - 0.002",
+				      s, sh.layers, sh.experts, sh.top_k, sh.skew, sh.keep,
+				      sh.drift, sh.phase, fractions[i] * 100, def.hit_rate,
+				      lru.hit_rate);
 		}
 		moe_trace_free(t);
 	}

@@ -20,11 +20,14 @@
  *        its layer later (and not before), measured over all experts; r_1
  *        is the chance that a use is followed by one at the next visit.
  * An expert whose latest use is g visits before its layer's next visit gets
- * q = f + r_g * (1 - f) (it comes back if it is popular or because it was
- * used lately); f alone once g is beyond what is measured.
+ * q = f + h_g * (1 - f) (it comes back if it is popular or because it was
+ * used lately), where h_g = r_g / (1 - r_1 - ... - r_{g-1}) is the chance
+ * of a return at gap g for a use not followed by one at gaps 1 .. g-1,
+ * which is what such an expert is; f alone once g is beyond what is
+ * measured.
  *
  * reuse measures r_g for g = 1 only (used by the previous token or not);
- * revisit, the default, for g up to REVISIT_GAPS: how fast an expert's
+ * revisit (the ranking of the default, duel.c) for g up to REVISIT_GAPS: how fast an expert's
  * chance of return fades with the tokens since its use differs between
  * models (the expert sets of a few tokens back return well above chance on
  * some, barely on others), and the measured rates follow that.
@@ -394,6 +397,24 @@ static void reuse_access(struct moe_policy *p, uint32_t id, uint32_t count)
 	r->freq_visit[id] = now;
 }
 
+/*
+ * Of the uses whose expert has not been used again within g - 1 visits of
+ * its layer, the share used again at visit g: r_g / (1 - r_1 - ... - r_{g-1}),
+ * the chance of return of an expert last used g visits ago and not since.
+ */
+static double reuse_hazard(const struct reuse *r, uint64_t g)
+{
+	double left = r->uses;
+
+	if (g > r->n_gaps || r->uses <= 0)
+		return 0.0;
+	for (uint64_t k = 1; k < g; k++)
+		left -= r->again[k];
+	if (left <= 0)
+		return 0.0;
+	return r->again[g] >= left ? 1.0 : r->again[g] / left;
+}
+
 /* Probability that id is used at its layer's next visit. */
 static double reuse_q(const struct moe_policy *p, const struct reuse *r, uint32_t id)
 {
@@ -405,8 +426,8 @@ static double reuse_q(const struct moe_policy *p, const struct reuse *r, uint32_
 	f = reuse_freq_at(r, id, p->layer_visits[moe_policy_id_layer(p, id)]);
 	q = f;
 	gap = moe_policy_next_gap(p, id);
-	if (gap <= r->n_gaps && r->uses > 0)
-		q = f + (r->again[gap] / r->uses) * (1.0 - f);
+	if (gap <= r->n_gaps)
+		q = f + reuse_hazard(r, gap) * (1.0 - f);
 	if (q < REUSE_Q_MIN)
 		q = REUSE_Q_MIN;
 	return q > 1.0 ? 1.0 : q;

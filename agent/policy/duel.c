@@ -12,16 +12,17 @@
  *   a shadow revisit  a second revisit instance with a simulated bank
  *                  (its victims are found as revisit finds them, indexed).
  * Each counts its hits in a decayed window of DUEL_WINDOW_SLOTS x n_slots
- * accesses (at least DUEL_MIN_WINDOW). The real bank starts on LRU order
- * (its own recency list) and takes its victims from revisit (an instance
- * that tracks the real bank) once the shadow revisit leads the shadow LRU
- * by DUEL_MARGIN of the window's accesses, and goes back to LRU order as
- * soon as the shadow LRU is ahead: like set dueling (DIP) and ARC, the
- * policy follows whichever choice has been winning on this very routing,
- * with the same constants on every model, and leaves recency only on
- * clear evidence, since every switch costs the hits of a bank filled for
- * the other order. Because the shadows run the whole time, switching back
- * needs no probing.
+ * accesses (at least DUEL_MIN_WINDOW). The real bank takes its victims
+ * from revisit (an instance that tracks the real bank) until the shadow
+ * LRU is ahead, then from its own recency list until the shadow revisit
+ * leads again by DUEL_MARGIN of the window's accesses: like set dueling
+ * (DIP) and ARC, the policy follows whichever choice has been winning on
+ * this very routing, with the same constants on every model. Leaving
+ * recency takes clear evidence, since every switch costs the hits of a bank
+ * filled for the other order; while neither shadow hits (a bank far too
+ * small for the working set), revisit's layer order is kept, which is what
+ * the plan of a layer relies on. Because the shadows run the whole time,
+ * switching back needs no probing.
  *
  * Memory: three times a policy's common state and two revisits, all O(ids).
  * An access costs two revisit accesses and O(1) for the lists; a victim one
@@ -142,7 +143,6 @@ static int duel_init(struct moe_policy *p, const struct moe_policy_config *cfg)
 	if (window < DUEL_MIN_WINDOW)
 		window = DUEL_MIN_WINDOW;
 	d->keep = 1.0 - 1.0 / window;
-	d->follow_lru = true; /* until revisit has shown it does better */
 	return 0;
 }
 

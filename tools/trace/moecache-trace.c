@@ -638,6 +638,7 @@ static const struct table_col table_policies[] = {
     {.label = "ema", .policy = "ema"},
     {.label = "static", .policy = "static"},
     {.label = "reuse", .policy = "reuse"},
+    {.label = "revisit", .policy = "revisit"},
     {.label = MOE_POLICY_DEFAULT, .policy = MOE_POLICY_DEFAULT, .gap = true},
     {.label = "belady", .policy = "belady"},
     /* Demand hits only are counted. */

@@ -3,7 +3,9 @@
 # moecache-live: the agreement between the real system and the simulator
 # that moecache guarantees (docs/live-vs-sim.md): one client acquiring with
 # WAIT, no prefetch, policy lru, on a trace whose per-layer expert lists are
-# in id order (OLMoE) gives exactly the simulator's hits and misses. Runs in
+# in id order (OLMoE) gives exactly the simulator's hits and misses; so does
+# the default policy at 25% and 50%, where the agent's candidate window
+# leaves it the simulator's choices. Runs in
 # the test VM (tools/vm/run moecache-live). Prints one
 # "ok N - name # description" line per test and "live: P passed, F failed".
 set -u
@@ -14,11 +16,12 @@ n=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/moecache-live-test.XXXXXX")
 tokens=${MOECACHE_LIVE_TOKENS:-32}
 
-# exact_at NAME CAPACITY DESCRIPTION: one lru row, live against sim.
+# exact_at NAME CAPACITY DESCRIPTION [POLICY]: one row (lru unless POLICY), live against sim.
 exact_at()
 {
 	n=$((n + 1))
-	if moecache-live-vs-sim --traces olmoe --policies lru --capacities "$2" --tokens "$tokens" \
+	if moecache-live-vs-sim --traces olmoe --policies "${4:-lru}" --capacities "$2" \
+		--tokens "$tokens" \
 		--no-concurrent --out "$work/$1.json" >"$work/$1.out" 2>&1 &&
 		grep -q '"exact":true' "$work/$1.json" && ! grep -q '"exact":false' "$work/$1.json"; then
 		passed=$((passed + 1))
@@ -36,6 +39,12 @@ exact_at basic_lru_exact_at_25pct 0.25 \
 	"lru, 25% of the OLMoE experts, one WAIT client: live hits and misses equal the simulator's"
 exact_at basic_lru_exact_at_50pct 0.50 \
 	"lru, 50% of the OLMoE experts, one WAIT client: live hits and misses equal the simulator's"
+exact_at basic_default_exact_at_25pct 0.25 \
+	"the default (duel), 25% of the OLMoE experts, one WAIT client: live equals the simulator" \
+	default
+exact_at basic_default_exact_at_50pct 0.50 \
+	"the default (duel), 50% of the OLMoE experts, one WAIT client: live equals the simulator" \
+	default
 
 # --cold cpu: misses are computed from the host pages while the agent copies
 # them in; --cold plan: as the plan of a layer says (some waited for, some

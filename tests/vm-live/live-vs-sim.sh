@@ -10,6 +10,7 @@
 #                             [--capacities "0.10 0.25 0.50"] [--no-concurrent]
 #                             [--traces "olmoe granite"] [--out FILE]
 #                             [--client-flags "--fast-pins"]
+#                             [--sim-flags "--hint-accuracy 1"]
 #
 # Rows: the OLMoE trace (its first N decode tokens, default 64) and the
 # granite prompt english_prose (prefill then decode), one client with
@@ -17,7 +18,10 @@
 # (four stretches of the OLMoE prefix; granite's three prompts and the
 # first prompt's decode again). --client-flags are given to every decode
 # client (--fast-pins: hits pinned without a system call, reported in
-# batches). Prints a table and, with --out, writes it
+# batches); --sim-flags are given to the single-client rows' simulator
+# runs (--client-flags --prefetch, the trace's next layer hinted, is
+# --sim-flags "--hint-accuracy 1" there). Prints a table and, with --out,
+# writes it
 # as JSON. Ends with "live-vs-sim: R rows, E exact".
 #
 # Environment: MOECACHE_TRACES (folder of the traces, default /traces).
@@ -30,6 +34,7 @@ capacities="0.10 0.25 0.50"
 which_traces="olmoe granite"
 concurrent=1
 client_flags=
+sim_flags=
 out=
 shape="--d-model 32 --d-ff 32 --dtype f32"
 pool=live-vs-sim
@@ -54,8 +59,9 @@ while [ $# -gt 0 ]; do
 	--traces) which_traces=$2; shift ;;
 	--no-concurrent) concurrent=0 ;;
 	--client-flags) client_flags=$2; shift ;;
+	--sim-flags) sim_flags=$2; shift ;;
 	--out) out=$2; shift ;;
-	*) sed -n '9,12s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+	*) sed -n '9,13s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -176,7 +182,9 @@ for t in $which_traces; do
 			lm=$(jfield misses "$work/client.json")
 			dh=$(sed -n 's/.* hits=\([0-9]*\).*/\1/p' "$work/stats.out")
 			[ "$dh" = "$lh" ] || die "driver hits $dh, client hits $lh"
-			row single "$name" "$pol" "$cap" "$slots" 1 "$lh" "$lm" $(sim "$file" "$slots" "$pol" $sel)
+			# shellcheck disable=SC2086 # the flags are several options
+			row single "$name" "$pol" "$cap" "$slots" 1 "$lh" "$lm" \
+				$(sim "$file" "$slots" "$pol" $sel $sim_flags)
 		done
 	done
 done

@@ -50,7 +50,7 @@ static const char policy_usage[] =
     "usage: moecachectl policy set NAME POLICY\n"
     "\n"
     "Chooses the replacement policy of the pool's agent: lru, lfu, ema, arc,\n"
-    "reuse, revisit, static (needs a profile) or default. Written to\n"
+    "reuse, revisit, duel, static (needs a profile) or default (duel). Written to\n"
     "$MOECACHE_RUNDIR/NAME.policy;\n"
     "the pool's agent, if one is attached, is sent SIGHUP.\n";
 
@@ -513,8 +513,8 @@ int ctl_cmd_profile(struct ctl *ctl, int argc, char **argv)
  * The policies moecached runs live (agent/policy/policy.h); belady and
  * lookahead read the future and run in the simulator only.
  */
-static const char *const live_policies[] = {"default", "lru",	"lfu",	   "ema",
-					    "arc",     "reuse", "revisit", "static"};
+static const char *const live_policies[] = {"default", "lru",	  "lfu",  "ema",   "arc",
+					    "reuse",   "revisit", "duel", "static"};
 
 int ctl_cmd_policy(struct ctl *ctl, int argc, char **argv)
 {

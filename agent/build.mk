@@ -1,18 +1,27 @@
-# moecached: the agent (agent/policy/ has its own fragment: libmoepolicy.a).
-#   AGENT_BACKEND_OBJS  the copy engines behind agent/backend.h, for other
-#                       programs that drive a backend directly (benchmarks)
-AGENT_BACKEND_OBJS := $(OBJ)/agent/backend.o $(OBJ)/agent/copy_queue.o $(OBJ)/agent/cpu_backend.o \
-	$(OBJ)/agent/log.o
-AGENT_CORE_SRCS    := agent/backend.c agent/config.c agent/copy_queue.c agent/cpu_backend.c agent/log.c \
-	agent/pool.c agent/slots.c
-AGENT_CORE_OBJS    := $(AGENT_CORE_SRCS:%.c=$(OBJ)/%.o)
-MOECACHED          := $(BIN)/moecached
-# Literal paths: other fragments (lib/, agent/policy/) may be read after this one.
-LIBMOEPOLICY_A     := $(LIBOUT)/libmoepolicy.a
+# moecached: the agent. Its parts are libraries a program can link alone:
+#   libmoeagent.a   the agent proper: config, pools, slot choice (agent/*.c
+#                   but main.c and log.c); the simulator drives its slot choice
+#   libmoecopy.a    the copy engines (agent/copy/)
+#   libmoepolicy.a  the replacement policies and profiles (agent/policy/)
+# agent/log.o goes beside them: the agent and the copy engines log through it.
+# Literal library paths: other fragments may be read after this one.
+MOEAGENT_SRCS := agent/config.c agent/pool.c agent/slots.c
+MOEAGENT_OBJS := $(MOEAGENT_SRCS:%.c=$(OBJ)/%.o)
+MOEAGENT_LIB  := $(LIBOUT)/libmoeagent.a
+MOECACHED     := $(BIN)/moecached
+# What a program needs to run the agent's pools (moecached, its unit tests).
+AGENT_LINK    := $(OBJ)/agent/log.o $(MOEAGENT_LIB) $(LIBOUT)/libmoecopy.a \
+	$(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a
 
+CFLAGS_agent := -I.
+LIBRARIES    += $(MOEAGENT_LIB)
 PROGRAMS     += $(MOECACHED)
 DEB_PACKAGES += libjson-c-dev
 
-$(MOECACHED): $(OBJ)/agent/main.o $(AGENT_CORE_OBJS) $(LIBMOEPOLICY_A) $(LIBOUT)/libmoecache.a
+$(MOEAGENT_LIB): $(MOEAGENT_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(MOECACHED): $(OBJ)/agent/main.o $(AGENT_LINK)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(LINK_INPUTS) $(JSONC_LIBS) -lm

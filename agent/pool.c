@@ -21,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "copy_queue.h"
+#include "copy/backend.h"
+#include "copy/copy_queue.h"
 #include "libmoecache.h"
 #include "policy/policy.h"
 #include "pool.h"

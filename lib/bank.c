@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "mc_internal.h"
-#include "../agent/gpu/gpu_bank.h"
+#include "gpu/bank.h"
 
 static int mc_cpu_import(struct moecache_bank_map *b)
 {

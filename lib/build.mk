@@ -1,5 +1,5 @@
 # libmoecache: shared and static library, headers and a pkg-config file in build/.
-LIBMOECACHE_SRCS := $(sort $(wildcard lib/*.c))
+LIBMOECACHE_SRCS := $(sort $(wildcard lib/*.c lib/gpu/*.c))
 LIBMOECACHE_OBJS := $(LIBMOECACHE_SRCS:%.c=$(OBJ)/%.o)
 LIBMOECACHE_A    := $(LIBOUT)/libmoecache.a
 LIBMOECACHE_SO   := $(LIBOUT)/libmoecache.so

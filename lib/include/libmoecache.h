@@ -211,7 +211,7 @@ const void *moecache_host_expert(const struct moecache *mc, uint32_t layer, uint
 /* Same, writable; NULL unless the host region was mapped writable. */
 void *moecache_host_expert_rw(const struct moecache *mc, uint32_t layer, uint32_t expert);
 
-/* ---- GPU banks (CUDA, ROCm): lib/bank_cuda.c, lib/bank_rocm.c ---- */
+/* ---- GPU banks (CUDA, ROCm): lib/gpu/bank_cuda.c, lib/gpu/bank_rocm.c ---- */
 
 /*
  * The device address of a slot in an imported CUDA or ROCm bank, as the

@@ -1,6 +1,7 @@
 # moecache-bench: the paths measured as ratios (run in the VM by `make bench`).
 BENCH_BIN  := $(BIN)/moecache-bench
-BENCH_OBJS := $(OBJ)/tools/bench/moecache-bench.o $(OBJ)/tools/bench/policy.o $(AGENT_BACKEND_OBJS)
+BENCH_OBJS := $(OBJ)/tools/bench/moecache-bench.o $(OBJ)/tools/bench/policy.o $(OBJ)/agent/log.o \
+	$(LIBOUT)/libmoecopy.a
 CFLAGS_tools += -I.
 
 PROGRAMS += $(BENCH_BIN)

@@ -25,7 +25,7 @@
 #include <json-c/json.h>
 #include <libmoecache.h>
 
-#include "agent/backend.h"
+#include "agent/copy/backend.h"
 #include "tools/bench/policy.h"
 
 #define BENCH_LAYERS 4

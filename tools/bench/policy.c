@@ -20,7 +20,7 @@
 
 #include <json-c/json.h>
 
-#include "../../agent/policy/policy.h"
+#include "agent/policy/policy.h"
 #include "policy.h"
 
 #define PB_LAYERS 32

@@ -35,7 +35,7 @@
 
 #include <json-c/json.h>
 
-#include "../../agent/policy/plan.h"
+#include "agent/policy/plan.h"
 #include "libmoecache.h"
 #include "ref/moe_ref.h"
 #include "trace/trace.h"

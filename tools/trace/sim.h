@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../agent/policy/policy.h"
+#include "agent/policy/policy.h"
 #include "timing.h"
 #include "trace.h"
 

@@ -32,7 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../agent/policy/plan.h"
+#include "agent/policy/plan.h"
 
 /* OLMoE's expert: 3 matrices of 2048 x 1024 in bf16. */
 #define MOE_TIMING_DEFAULT_EXPERT_BYTES 12582912ULL

@@ -9,8 +9,8 @@ DEB_PACKAGES += libcriterion-dev libjson-c-dev
 
 $(OBJ)/tests/unit/agent/%.o: CFLAGS += -I. -Itests/unit/lib $(CRIT_CFLAGS)
 
-# The agent's objects but main.o; literal library paths (their fragments may come later).
-$(AGENT_UNIT_TEST): $(AGENT_UNIT_OBJS) $(AGENT_CORE_OBJS) \
-		$(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a
+# The agent's libraries; literal paths (their fragments may come later).
+$(AGENT_UNIT_TEST): $(AGENT_UNIT_OBJS) $(OBJ)/agent/log.o $(LIBOUT)/libmoeagent.a \
+		$(LIBOUT)/libmoecopy.a $(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(LINK_INPUTS) $(CRIT_LIBS) $(JSONC_LIBS) -lm

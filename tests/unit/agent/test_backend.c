@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/backend.h"
+#include "agent/copy/backend.h"
 
 #define EXPERT_BYTES 8192u
 

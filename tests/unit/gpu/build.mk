@@ -9,7 +9,7 @@
 
 GPUTEST_OBJ := $(OBJ)/tests/unit/gpu
 GPUTEST_FAKE_CUDA := $(TESTOUT)/unit/libmoecache-fakecuda.so
-GPUTEST_LINK := $(GPU_AGENT_OBJS) $(OBJ)/agent/copy_queue.o $(OBJ)/agent/log.o $(LIBOUT)/libmoecache.a
+GPUTEST_LINK := $(OBJ)/agent/log.o $(LIBOUT)/libmoecopy.a $(LIBOUT)/libmoecache.a
 
 UNIT_TESTS += $(TESTOUT)/unit/gpu_common $(TESTOUT)/unit/gpu_cuda $(TESTOUT)/unit/gpu_rocm
 
@@ -17,15 +17,15 @@ $(GPUTEST_OBJ)/%.o: CFLAGS += $(CRIT_CFLAGS) -I.
 $(GPUTEST_OBJ)/test_rocm.o $(GPUTEST_OBJ)/test_rocm_fake.o: CFLAGS += $(GPU_DRM_CFLAGS)
 
 $(TESTOUT)/unit/gpu_common: $(addprefix $(GPUTEST_OBJ)/,test_sdma.o test_gpu_common.o \
-		test_release_queue.o) $(OBJ)/agent/gpu/sdma.o $(OBJ)/agent/gpu/gpu_common.o \
-		$(OBJ)/agent/gpu/release_queue.o
+		test_release_queue.o) $(OBJ)/agent/copy/sdma.o $(OBJ)/lib/gpu/common.o \
+		$(OBJ)/lib/gpu/release_queue.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS)
 
 # The fake driver: a shared object the tests name through MOECACHE_LIBCUDA.
-$(GPUTEST_FAKE_CUDA): tests/unit/gpu/fake_cuda.c agent/gpu/cuda_api.h
+$(GPUTEST_FAKE_CUDA): tests/unit/gpu/fake_cuda.c lib/gpu/cuda_api.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -shared -o $@ $< $(LDFLAGS)
+	$(CC) $(CFLAGS) -I. -shared -o $@ $< $(LDFLAGS)
 
 $(TESTOUT)/unit/gpu_cuda: $(GPUTEST_OBJ)/test_cuda.o $(GPUTEST_LINK) | $(GPUTEST_FAKE_CUDA) \
 		$(TESTOUT)/gpu/moecache-cuda-check
@@ -43,7 +43,7 @@ $(TESTOUT)/unit/gpu_rocm: $(GPUTEST_OBJ)/test_rocm.o $(GPUTEST_OBJ)/test_rocm_fa
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS)
 
-# agent/gpu/cuda_api.h against the toolkit's cuda.h, wherever it is installed.
+# lib/gpu/cuda_api.h against the toolkit's cuda.h, wherever it is installed.
 CUDA_INCLUDE ?= $(or $(wildcard /usr/local/cuda/include),$(if $(wildcard /usr/include/cuda.h),/usr/include))
 ifneq ($(wildcard $(CUDA_INCLUDE)/cuda.h),)
 EXTRA_ALL += $(GPUTEST_OBJ)/cuda_abi_check.o

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Compile-time check of agent/gpu/cuda_api.h against the toolkit's cuda.h,
+ * Compile-time check of lib/gpu/cuda_api.h against the toolkit's cuda.h,
  * built wherever cuda.h is installed (tests/unit/gpu/build.mk): every
  * struct offset and size, every constant, and the type of every entry
  * point resolved with dlsym must match, or this file does not compile.
@@ -10,7 +10,7 @@
 
 #include <cuda.h>
 
-#include "agent/gpu/cuda_api.h"
+#include "lib/gpu/cuda_api.h"
 
 #define SAME_SIZE(a, b) _Static_assert(sizeof(a) == sizeof(b), "size of " #a " vs " #b)
 #define SAME_OFFSET(a, fa, b, fb)                                                                  \

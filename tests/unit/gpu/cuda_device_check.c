@@ -39,9 +39,9 @@
 #include <json-c/json.h>
 #include <limits.h>
 
-#include "agent/gpu/cuda_api.h"
-#include "agent/gpu/gpu_backend.h"
-#include "agent/gpu/gpu_bank.h"
+#include "lib/gpu/cuda_api.h"
+#include "agent/copy/gpu.h"
+#include "lib/gpu/bank.h"
 #include "kernels/moe_kernels.h"
 #include "kernels/moe_kernels_image.h"
 #include "kernels/ref/moe_ref.h"

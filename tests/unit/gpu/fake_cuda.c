@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../../agent/gpu/cuda_api.h"
+#include "lib/gpu/cuda_api.h"
 
 #define FAKE_GRANULARITY (2u << 20)
 #define FAKE_MAX_DEVICES 8

@@ -8,7 +8,7 @@
  * packets can be executed on the host: each SDMA queue is a thread that
  * follows the doorbell and decodes COPY_LINEAR, FENCE, TRAP, POLL_REGMEM
  * and NOP from the packet layouts of the Linux amdgpu headers
- * (navi10_sdma_pkt_open.h), independently of agent/gpu/sdma.c. A packet
+ * (navi10_sdma_pkt_open.h), independently of agent/copy/sdma.c. A packet
  * that runs past the end of the ring, or an unknown opcode, stops the
  * queue and is counted (fake_rocm_live().bad_packets).
  *

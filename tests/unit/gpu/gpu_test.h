@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/gpu/cuda_api.h"
+#include "lib/gpu/cuda_api.h"
 
 #define FAKE_CUDA_NAME "libmoecache-fakecuda.so"
 

@@ -30,9 +30,9 @@
 #include <json-c/json.h>
 #include <limits.h>
 
-#include "agent/gpu/gpu_backend.h"
-#include "agent/gpu/gpu_bank.h"
-#include "agent/gpu/rocm_api.h"
+#include "agent/copy/gpu.h"
+#include "lib/gpu/bank.h"
+#include "lib/gpu/rocm_api.h"
 
 #define EXIT_FAILED 1
 #define EXIT_SETUP 2

@@ -11,8 +11,8 @@
 
 #include <criterion/criterion.h>
 
-#include "agent/gpu/gpu_bank.h"
-#include "agent/gpu/gpu_backend.h"
+#include "lib/gpu/bank.h"
+#include "agent/copy/gpu.h"
 #include "gpu_test.h"
 #include "lib/mc_internal.h"
 

@@ -7,7 +7,7 @@
 
 #include <criterion/criterion.h>
 
-#include "agent/gpu/gpu_common.h"
+#include "lib/gpu/common.h"
 
 #define MIB (1ull << 20)
 

@@ -5,7 +5,7 @@
 
 #include <criterion/criterion.h>
 
-#include "agent/gpu/release_queue.h"
+#include "lib/gpu/release_queue.h"
 
 struct fake_marker {
 	int state; /* 0 pending, 1 passed, < 0 failed */

@@ -14,9 +14,9 @@
 
 #include <criterion/criterion.h>
 
-#include "agent/gpu/gpu_backend.h"
-#include "agent/gpu/gpu_bank.h"
-#include "agent/gpu/rocm_api.h"
+#include "agent/copy/gpu.h"
+#include "lib/gpu/bank.h"
+#include "lib/gpu/rocm_api.h"
 
 static struct agent_backend_config test_cfg(void)
 {

@@ -16,9 +16,9 @@
 
 #include <criterion/criterion.h>
 
-#include "agent/gpu/gpu_backend.h"
-#include "agent/gpu/gpu_bank.h"
-#include "agent/gpu/rocm_api.h"
+#include "agent/copy/gpu.h"
+#include "lib/gpu/bank.h"
+#include "lib/gpu/rocm_api.h"
 #include "gpu_test.h"
 
 #define EXPERT_BYTES 8192u

@@ -21,7 +21,7 @@
 
 #include <criterion/criterion.h>
 
-#include "agent/gpu/sdma.h"
+#include "agent/copy/sdma.h"
 
 static void expect_dwords(const uint32_t *got, const uint32_t *want, uint32_t n)
 {

@@ -6,7 +6,7 @@ POLICY_UNIT_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(sort $(wildcard tests/unit/polic
 UNIT_TESTS   += $(POLICY_UNIT_TEST)
 DEB_PACKAGES += libcriterion-dev libjson-c-dev
 
-$(OBJ)/tests/unit/policy/%.o: CFLAGS += $(CRIT_CFLAGS)
+$(OBJ)/tests/unit/policy/%.o: CFLAGS += -I. $(CRIT_CFLAGS)
 
 # test_bench_policy.c runs moecache-bench --policy from build/bin.
 $(POLICY_UNIT_TEST): $(POLICY_UNIT_OBJS) $(LIBOUT)/libmoepolicy.a | $(BIN)/moecache-bench

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../../agent/policy/policy.h"
+#include "agent/policy/policy.h"
 
 #define TEST_MAX_SLOTS 64
 #define TEST_MAX_IDS 256

@@ -5,7 +5,7 @@
 
 #include <criterion/criterion.h>
 
-#include "../../../agent/policy/plan.h"
+#include "agent/policy/plan.h"
 
 /* copy 100 us, CPU 50 us, layer 10 us, one engine, 4 layers: horizon 40 us. */
 static const struct moe_plan_cost cost_base = {

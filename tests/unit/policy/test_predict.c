@@ -3,7 +3,7 @@
 
 #include <criterion/criterion.h>
 
-#include "../../../agent/policy/policy.h"
+#include "agent/policy/policy.h"
 
 Test(predict, basic_learns_transition,
      .description = "after seeing 1 -> 2 between layers 0 and 1, the predictor names 2 first")

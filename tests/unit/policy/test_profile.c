@@ -8,7 +8,7 @@
 
 #include <criterion/criterion.h>
 
-#include "../../../agent/policy/profile.h"
+#include "agent/policy/profile.h"
 
 static char dir[64];
 

@@ -12,7 +12,7 @@
 
 #include <criterion/criterion.h>
 
-#include "../../../agent/policy/policy.h"
+#include "agent/policy/policy.h"
 
 #define VI_LAYERS 6
 #define VI_EXPERTS 40

@@ -7,7 +7,7 @@ TRACE_UNIT_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(sort $(wildcard tests/unit/trace/
 UNIT_TESTS   += $(TRACE_UNIT_TEST)
 DEB_PACKAGES += libcriterion-dev libjson-c-dev
 
-$(OBJ)/tests/unit/trace/%.o: CFLAGS += $(CRIT_CFLAGS)
+$(OBJ)/tests/unit/trace/%.o: CFLAGS += -I. $(CRIT_CFLAGS)
 
 # test_cli.c runs the CLI from build/bin.
 $(TRACE_UNIT_TEST): $(TRACE_UNIT_OBJS) $(LIBOUT)/libmoetrace.a $(LIBOUT)/libmoepolicy.a \

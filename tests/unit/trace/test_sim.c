@@ -11,8 +11,8 @@
 
 #include <criterion/criterion.h>
 
-#include "../../../tools/trace/batch.h"
-#include "../../../tools/trace/sim.h"
+#include "tools/trace/batch.h"
+#include "tools/trace/sim.h"
 
 /* Builds a JSON-lines trace: tokens x layers selections from sel(t, l, out) -> count. */
 static struct moe_trace *gen_trace(uint32_t n_tokens, uint32_t n_layers,

@@ -5,7 +5,7 @@
 
 #include <criterion/criterion.h>
 
-#include "../../../tools/trace/timing.h"
+#include "tools/trace/timing.h"
 
 /* 100 kB experts: 100 us over a 1 GB/s link, 50 us on a 2 GB/s CPU; 10 us a layer. */
 static struct moe_timing_config tcfg(double cpu_gbps, double layer_us)

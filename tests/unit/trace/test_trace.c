@@ -8,7 +8,7 @@
 
 #include <criterion/criterion.h>
 
-#include "../../../tools/trace/trace.h"
+#include "tools/trace/trace.h"
 
 static struct moe_trace *parse_ok(const char *text)
 {

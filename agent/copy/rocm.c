@@ -16,7 +16,7 @@
  * (a userptr: hsaKmtRegisterMemoryToNodes, hsaKmtMapMemoryToGPUNodes).
  *
  * Copies go to KFD SDMA queues (hsaKmtCreateQueue(HSA_QUEUE_SDMA)) that
- * this file feeds itself: COPY_LINEAR packets (agent/gpu/sdma.c), then a
+ * this file feeds itself: COPY_LINEAR packets (agent/copy/sdma.c), then a
  * FENCE that writes the copy's sequence number into a word of host
  * memory, then a TRAP that signals a KFD event. The completion thread
  * waits on the event (with a short timeout as a backstop) and retires
@@ -39,10 +39,10 @@
 #include <unistd.h>
 
 #include "copy_queue.h"
-#include "gpu/gpu_backend.h"
-#include "gpu/rocm_api.h"
-#include "gpu/sdma.h"
-#include "log.h"
+#include "gpu.h"
+#include "lib/gpu/rocm_api.h"
+#include "sdma.h"
+#include "agent/log.h"
 
 #define ROCM_SLOT_ALIGN 4096u
 #define ROCM_BANK_ALIGN (2u << 20) /* VRAM BOs in 2 MiB pages */

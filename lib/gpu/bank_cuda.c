@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../agent/gpu/cuda_api.h"
-#include "../agent/gpu/gpu_bank.h"
-#include "mc_internal.h"
+#include "cuda_api.h"
+#include "bank.h"
+#include "../mc_internal.h"
 
 struct mc_cuda_bank {
 	struct mc_gpu_bank g; /* first: moecache_bank_map.base points here */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Client side of a GPU bank, part of libmoecache: importing the bank that
- * BANK_GET hands out into the caller's GPU address space (lib/bank_cuda.c,
- * lib/bank_rocm.c), the device address of each slot, and pins that are
+ * BANK_GET hands out into the caller's GPU address space (lib/gpu/bank_cuda.c,
+ * lib/gpu/bank_rocm.c), the device address of each slot, and pins that are
  * dropped only once the GPU work reading them has run.
  *
  * The moecache_bank_* calls for GPU clients are declared in

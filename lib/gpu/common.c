@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpu_common.h"
+#include "common.h"
 
 int mc_gpu_bank_geometry(uint64_t expert_bytes, uint32_t n_slots, uint64_t align,
 			 uint64_t *slot_stride, uint64_t *bank_bytes)

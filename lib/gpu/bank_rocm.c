@@ -18,9 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../agent/gpu/gpu_bank.h"
-#include "../agent/gpu/rocm_api.h"
-#include "mc_internal.h"
+#include "bank.h"
+#include "rocm_api.h"
+#include "../mc_internal.h"
 
 #define MC_ROCM_VA_ALIGN (2u << 20)
 

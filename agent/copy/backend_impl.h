@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* What a copy engine implements; agent/backend.c dispatches to it. */
+/* What a copy engine implements; agent/copy/backend.c dispatches to it. */
 #ifndef MOECACHE_AGENT_BACKEND_IMPL_H
 #define MOECACHE_AGENT_BACKEND_IMPL_H
 

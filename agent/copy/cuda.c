@@ -29,10 +29,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpu/cuda_api.h"
+#include "lib/gpu/cuda_api.h"
 #include "copy_queue.h"
-#include "gpu/gpu_backend.h"
-#include "log.h"
+#include "gpu.h"
+#include "agent/log.h"
 
 /* The completion thread's poll period bounds, while copies are in flight. */
 #define CUDA_POLL_MIN_NS 5000u

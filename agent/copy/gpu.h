@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CUDA and ROCm copy engines of moecached (agent/backend_cuda.c,
- * agent/backend_rocm.c), with the calls that tests and tools/gpu-check
+ * The CUDA and ROCm copy engines of moecached (agent/copy/cuda.c,
+ * agent/copy/rocm.c), with the calls that tests and tools/gpu-check
  * use beside the ops table.
  */
 #ifndef MOECACHE_GPU_BACKEND_H
@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "../backend_impl.h"
-#include "gpu_common.h"
+#include "backend_impl.h"
+#include "lib/gpu/common.h"
 
 extern const struct agent_backend_ops agent_cuda_backend;
 extern const struct agent_backend_ops agent_rocm_backend;

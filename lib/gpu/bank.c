@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpu_bank.h"
+#include "bank.h"
 
 /* A deferred release's marker: a backend event, or a caller's callback. */
 struct mc_gpu_marker {

@@ -8,25 +8,37 @@
 #include <syslog.h>
 
 #include "config.h"
+#include "lib/gpu/common.h"
 
 static const char agent_usage[] =
     "usage: moecached [options]\n"
     "  --pool NAME          serve the pool NAME (repeatable)\n"
     "  --config FILE        read key=value settings from FILE first\n"
-    "  --backend cpu        copy engine and bank kind\n"
+    "  --backend NAME       copy engine and bank kind: cpu, cuda, rocm\n"
     "  --policy NAME        replacement policy (default: \"default\")\n"
     "  --profile FILE       popularity profile: loaded at start, saved on SIGUSR1 and exit\n"
+    "  --run-dir DIR        where moecachectl installs POOL.policy and POOL.profile.json\n"
+    "                       (default $MOECACHE_RUNDIR, else " AGENT_RUN_DIR_DEFAULT ")\n"
     "  --copy-threads N     memcpy threads per pool\n"
     "  --copy-delay-us N    pause in the middle of every copy (testing)\n"
     "  --retry-ms N         retry period while every slot is pinned\n"
     "  --tick-ms N          period of the access scan\n"
     "  --log-level N        3 (errors) .. 7 (debug)\n"
     "  --device PATH        the device node\n"
+    "  --gpu-devices SPEC   cuda, rocm: auto, N[,M...], POOL:N (which GPU holds a bank)\n"
+    "  --gpu-budget-mb N    cuda, rocm: bank MiB per GPU, shared by the pools (0: none)\n"
+    "  --gpu-queues N       cuda, rocm: copy streams or SDMA queues per bank (0: from\n"
+    "                       --copy-threads)\n"
+    "  --gpu-library PATH   cuda, rocm: the driver library to load instead of the default\n"
     "  --foreground         do not detach\n";
 
 void agent_config_defaults(struct agent_config *c)
 {
+	const char *run_dir = getenv("MOECACHE_RUNDIR");
+
 	memset(c, 0, sizeof(*c));
+	snprintf(c->run_dir, sizeof(c->run_dir), "%s",
+		 run_dir && *run_dir ? run_dir : AGENT_RUN_DIR_DEFAULT);
 	strcpy(c->device, MOECACHE_DEVICE);
 	strcpy(c->backend, "cpu");
 	strcpy(c->policy, "default");
@@ -142,6 +154,8 @@ int agent_config_set(struct agent_config *c, const char *key, const char *value)
 		return *value ? agent_copy_str(c->policy, sizeof(c->policy), value) : -EINVAL;
 	if (agent_key_is(key, "profile"))
 		return agent_copy_str(c->profile, sizeof(c->profile), value);
+	if (agent_key_is(key, "run_dir"))
+		return *value ? agent_copy_str(c->run_dir, sizeof(c->run_dir), value) : -EINVAL;
 	if (agent_key_is(key, "foreground"))
 		return agent_parse_bool(value, &c->foreground);
 	if (agent_key_is(key, "copy_threads"))
@@ -152,6 +166,21 @@ int agent_config_set(struct agent_config *c, const char *key, const char *value)
 		return agent_parse_u32(value, 1, 60000, &c->retry_ms);
 	if (agent_key_is(key, "tick_ms"))
 		return agent_parse_u32(value, 1, 60000, &c->tick_ms);
+	if (agent_key_is(key, "gpu_devices"))
+		return agent_copy_str(c->gpu_devices, sizeof(c->gpu_devices), value);
+	if (agent_key_is(key, "gpu_budget_mb"))
+		return agent_parse_u32(value, 0, UINT32_MAX, &c->gpu_budget_mb);
+	if (agent_key_is(key, "gpu_queues")) {
+		/* 0 (from copy_threads) or a count a bank can use. */
+		ret = agent_parse_u32(value, 0, MC_GPU_MAX_QUEUES, &v);
+		if (!ret && v && v < MC_GPU_MIN_QUEUES)
+			ret = -EINVAL;
+		if (!ret)
+			c->gpu_queues = v;
+		return ret;
+	}
+	if (agent_key_is(key, "gpu_library"))
+		return agent_copy_str(c->gpu_library, sizeof(c->gpu_library), value);
 	if (agent_key_is(key, "log_level")) {
 		ret = agent_parse_u32(value, LOG_EMERG, LOG_DEBUG, &v);
 		if (!ret)
@@ -265,6 +294,11 @@ enum {
 	OPT_TICK,
 	OPT_LOG_LEVEL,
 	OPT_DEVICE,
+	OPT_RUN_DIR,
+	OPT_GPU_DEVICES,
+	OPT_GPU_BUDGET,
+	OPT_GPU_QUEUES,
+	OPT_GPU_LIBRARY,
 };
 
 static const struct option agent_options[] = {
@@ -279,6 +313,11 @@ static const struct option agent_options[] = {
     {"tick-ms", required_argument, NULL, OPT_TICK},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"device", required_argument, NULL, OPT_DEVICE},
+    {"run-dir", required_argument, NULL, OPT_RUN_DIR},
+    {"gpu-devices", required_argument, NULL, OPT_GPU_DEVICES},
+    {"gpu-budget-mb", required_argument, NULL, OPT_GPU_BUDGET},
+    {"gpu-queues", required_argument, NULL, OPT_GPU_QUEUES},
+    {"gpu-library", required_argument, NULL, OPT_GPU_LIBRARY},
     {"foreground", no_argument, NULL, OPT_FOREGROUND},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -365,5 +404,13 @@ int agent_config_profile_path(const struct agent_config *c, const char *pool, ch
 		n = snprintf(out, outlen, "%s.%s", c->profile, pool);
 	else
 		n = snprintf(out, outlen, "%s", c->profile);
+	return n < 0 || (size_t)n >= outlen ? -E2BIG : 0;
+}
+
+int agent_config_run_path(const struct agent_config *c, const char *pool, const char *suffix,
+			  char *out, size_t outlen)
+{
+	int n = snprintf(out, outlen, "%s/%s%s", c->run_dir, pool, suffix);
+
 	return n < 0 || (size_t)n >= outlen ? -E2BIG : 0;
 }

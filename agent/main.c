@@ -6,7 +6,8 @@
  * commands to one thread per pool; it exits when every pool's thread has
  * ended. SIGTERM/SIGINT: finish the copies in flight, commit, save the
  * profile, exit 0. SIGUSR1: save the profile. SIGHUP: re-read the config
- * file's log level and copy delay, log stats.
+ * file's log level and copy delay, apply the policy and profile that
+ * moecachectl installed in the run folder, log stats.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "lib/gpu/common.h"
 #include "log.h"
 #include "pool.h"
 
@@ -27,6 +29,7 @@ struct agent {
 	struct agent_config cfg;
 	struct agent_log log;
 	struct agent_pool *pools[AGENT_MAX_POOLS];
+	struct mc_gpu_budget gpu_budget; /* gpu_budget_mb, shared by the pools' banks */
 	uint32_t n_running;
 	int exit_fd;
 	int signal_fd;
@@ -131,8 +134,13 @@ static int agent_run(struct agent *a)
 {
 	int ret;
 
+	ret = mc_gpu_budget_init(&a->gpu_budget, (uint64_t)a->cfg.gpu_budget_mb << 20);
+	if (ret)
+		return ret;
 	for (uint32_t i = 0; i < a->cfg.n_pools; i++) {
-		ret = agent_pool_start(&a->cfg, &a->log, a->cfg.pools[i], a->exit_fd, &a->pools[i]);
+		ret = agent_pool_start(&a->cfg, &a->log, a->cfg.pools[i],
+				       a->cfg.gpu_budget_mb ? &a->gpu_budget : NULL, a->exit_fd,
+				       &a->pools[i]);
 		if (ret) {
 			agent_err(&a->log, a->cfg.pools[i], "cannot start: %s", strerror(-ret));
 			a->status = 1;
@@ -153,6 +161,7 @@ static int agent_run(struct agent *a)
 				agent_reap(a);
 		}
 	}
+	mc_gpu_budget_destroy(&a->gpu_budget);
 	return 0;
 }
 

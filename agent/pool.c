@@ -11,18 +11,21 @@
  * client asked for it meanwhile.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "copy/backend.h"
 #include "copy/copy_queue.h"
+#include "lib/gpu/common.h"
 #include "libmoecache.h"
 #include "policy/policy.h"
 #include "pool.h"
@@ -59,6 +62,7 @@ struct agent_pool {
 	struct agent_log *log;
 	char name[MOECACHE_NAME_LEN];
 	int exit_fd;
+	struct mc_gpu_budget *gpu_budget; /* shared by the agent's pools, or NULL */
 	pthread_t thread;
 	int done;   /* atomic: the thread has ended */
 	int status; /* the thread's exit status */
@@ -71,12 +75,15 @@ struct agent_pool {
 	const struct moecache_pool_info *info;
 	const struct moecache_map *map;
 	const char *host;
+	size_t host_len;
 	uint32_t max_batch;
 	uint32_t n_idx;
 	struct agent_backend *be;
 	struct moe_policy *policy;
+	char policy_choice[32]; /* the name the policy was created from */
 	struct moe_profile profile;
 	char profile_path[PATH_MAX];
+	struct stat installed_profile; /* the RUN_DIR profile last read (st_ino 0: none) */
 	struct agent_slots slots;
 
 	uint8_t *req_state;	  /* [n_idx] enum pool_req_state */
@@ -161,6 +168,114 @@ static void pool_load_profile(struct agent_pool *p)
 	else
 		agent_info(p->log, p->name, "profile %s: %u experts ranked", p->profile_path,
 			   p->profile.n);
+}
+
+/*
+ * A profile moecachectl installed (RUN_DIR/POOL.profile.json, `profile
+ * load`) that this pool has not read yet: 1 with *out loaded, 0 if there is
+ * none or it was read already, -errno if it cannot be used.
+ */
+static int pool_installed_profile(struct agent_pool *p, struct moe_profile *out)
+{
+	struct stat *seen = &p->installed_profile;
+	char path[PATH_MAX];
+	struct stat st;
+	int ret;
+
+	if (agent_config_run_path(p->cfg, p->name, ".profile.json", path, sizeof(path)) ||
+	    stat(path, &st))
+		return 0;
+	/* moecachectl writes a new file and renames it: a new inode each time. */
+	if (st.st_ino == seen->st_ino && st.st_dev == seen->st_dev &&
+	    st.st_mtim.tv_sec == seen->st_mtim.tv_sec &&
+	    st.st_mtim.tv_nsec == seen->st_mtim.tv_nsec)
+		return 0;
+	*seen = st;
+	ret = moe_profile_load(path, out);
+	if (ret) {
+		agent_warn(p->log, p->name, "profile %s not used: %s", path, strerror(-ret));
+		return ret;
+	}
+	agent_info(p->log, p->name, "profile %s: %u experts ranked", path, out->n);
+	return 1;
+}
+
+/*
+ * The policy to run: the one moecachectl installed (RUN_DIR/POOL.policy,
+ * `policy set`) if there is one, else the configured one.
+ */
+static void pool_policy_choice(struct agent_pool *p, char *out, size_t len)
+{
+	char path[PATH_MAX], buf[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(out, len, "%s", p->cfg->policy);
+	if (agent_config_run_path(p->cfg, p->name, ".policy", path, sizeof(path)))
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			agent_warn(p->log, p->name, "%s: %s", path, strerror(errno));
+		return;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, " \t\r\n")] = '\0';
+	if (!buf[0] || strlen(buf) >= len) {
+		agent_warn(p->log, p->name, "%s: no policy name in it", path);
+		return;
+	}
+	snprintf(out, len, "%s", buf);
+}
+
+static int pool_policy_create(struct agent_pool *p, const char *name,
+			      const struct moe_profile *profile, struct moe_policy **out)
+{
+	struct moe_policy_config pc = {
+	    .n_layers = p->info->n_layers,
+	    .n_experts = p->info->n_local,
+	    .n_slots = p->info->n_slots,
+	    .profile = profile->n ? profile : NULL,
+	};
+	int ret = moe_policy_create(name, &pc, out);
+
+	if (ret)
+		agent_err(p->log, p->name, "policy '%s': %s", name, strerror(-ret));
+	return ret;
+}
+
+/*
+ * SIGHUP: a policy or profile moecachectl installed since takes effect.
+ * The new policy starts from the slots as they are, with no history.
+ */
+static void pool_reload_policy(struct agent_pool *p)
+{
+	struct moe_profile fresh = {0};
+	char name[sizeof(p->policy_choice)];
+	struct moe_policy *policy;
+	int installed;
+
+	pool_policy_choice(p, name, sizeof(name));
+	installed = pool_installed_profile(p, &fresh);
+	if (installed <= 0 && !strcmp(name, p->policy_choice))
+		return;
+	if (pool_policy_create(p, name, installed > 0 ? &fresh : &p->profile, &policy)) {
+		agent_warn(p->log, p->name, "keeping policy %s", moe_policy_name(p->policy));
+		moe_profile_free(&fresh);
+		return;
+	}
+	agent_slots_set_policy(&p->slots, policy);
+	moe_policy_destroy(p->policy);
+	p->policy = policy;
+	snprintf(p->policy_choice, sizeof(p->policy_choice), "%s", name);
+	if (installed > 0) {
+		moe_profile_free(&p->profile);
+		p->profile = fresh;
+	}
+	agent_notice(p->log, p->name, "policy now %s%s", moe_policy_name(policy),
+		     installed > 0 ? ", over the installed profile" : "");
 }
 
 static void pool_save_profile(struct agent_pool *p)
@@ -622,6 +737,7 @@ static int pool_handle_commands(struct agent_pool *p)
 	if (cmd & AGENT_CMD_RELOAD) {
 		agent_backend_set_delay(p->be,
 					__atomic_load_n(&p->copy_delay_us, __ATOMIC_RELAXED));
+		pool_reload_policy(p);
 		pool_log_stats(p);
 	}
 	if ((cmd & AGENT_CMD_STOP) && !p->stopping)
@@ -737,8 +853,9 @@ static int pool_setup_bank(struct agent_pool *p)
 
 static int pool_setup(struct agent_pool *p)
 {
-	struct moe_policy_config pc;
+	struct moe_profile fresh = {0};
 	struct agent_backend_config bc;
+	struct mc_gpu_params gpu;
 	struct moecache_info info;
 	void *host;
 	int ret;
@@ -760,7 +877,7 @@ static int pool_setup(struct agent_pool *p)
 	p->n_idx = p->info->n_layers * p->info->n_local;
 	p->max_batch =
 	    info.max_batch < POOL_COMPLETION_BATCH ? info.max_batch : POOL_COMPLETION_BATCH;
-	ret = moecache_host_map(p->mc, false, &host, NULL);
+	ret = moecache_host_map(p->mc, false, &host, &p->host_len);
 	if (ret) {
 		agent_err(p->log, p->name, "map host pages: %s", strerror(-ret));
 		return ret;
@@ -768,26 +885,37 @@ static int pool_setup(struct agent_pool *p)
 	p->host = host;
 
 	pool_load_profile(p);
-	pc = (struct moe_policy_config){
-	    .n_layers = p->info->n_layers,
-	    .n_experts = p->info->n_local,
-	    .n_slots = p->info->n_slots,
-	    .profile = p->profile.n ? &p->profile : NULL,
-	};
-	ret = moe_policy_create(p->cfg->policy, &pc, &p->policy);
-	if (ret) {
-		agent_err(p->log, p->name, "policy '%s': %s", p->cfg->policy, strerror(-ret));
-		return ret;
+	if (pool_installed_profile(p, &fresh) > 0) {
+		moe_profile_free(&p->profile);
+		p->profile = fresh;
 	}
+	pool_policy_choice(p, p->policy_choice, sizeof(p->policy_choice));
+	ret = pool_policy_create(p, p->policy_choice, &p->profile, &p->policy);
+	/* A bad installed policy does not keep the pool from being served. */
+	if (ret && strcmp(p->policy_choice, p->cfg->policy)) {
+		snprintf(p->policy_choice, sizeof(p->policy_choice), "%s", p->cfg->policy);
+		ret = pool_policy_create(p, p->policy_choice, &p->profile, &p->policy);
+	}
+	if (ret)
+		return ret;
 	ret = agent_slots_init(&p->slots, p->map, p->policy);
 	if (ret)
 		return ret;
+	gpu = (struct mc_gpu_params){
+	    .devices = p->cfg->gpu_devices[0] ? p->cfg->gpu_devices : NULL,
+	    .budget = p->gpu_budget,
+	    .host_base = p->host,
+	    .host_size = p->host_len,
+	    .library = p->cfg->gpu_library[0] ? p->cfg->gpu_library : NULL,
+	    .queues = p->cfg->gpu_queues,
+	};
 	bc = (struct agent_backend_config){
 	    .pool = p->name,
 	    .n_slots = p->info->n_slots,
 	    .expert_bytes = p->info->expert_bytes,
 	    .copy_threads = p->cfg->copy_threads,
 	    .copy_delay_us = p->cfg->copy_delay_us,
+	    .gpu = &gpu,
 	};
 	ret = agent_backend_create(p->cfg->backend, &bc, &p->be);
 	if (ret) {
@@ -885,7 +1013,7 @@ static void *pool_thread(void *arg)
 }
 
 int agent_pool_start(const struct agent_config *cfg, struct agent_log *log, const char *name,
-		     int exit_fd, struct agent_pool **out)
+		     struct mc_gpu_budget *gpu_budget, int exit_fd, struct agent_pool **out)
 {
 	struct agent_pool *p;
 	int ret;
@@ -897,6 +1025,7 @@ int agent_pool_start(const struct agent_config *cfg, struct agent_log *log, cons
 	p->log = log;
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->exit_fd = exit_fd;
+	p->gpu_budget = gpu_budget;
 	p->epfd = p->timer_fd = -1;
 	p->copy_delay_us = cfg->copy_delay_us;
 	p->ctl_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -16,13 +16,17 @@
 /* Commands from the main thread (signals). */
 #define AGENT_CMD_STOP (1u << 0)   /* finish the copies in flight, commit, exit */
 #define AGENT_CMD_SAVE (1u << 1)   /* save the popularity profile */
-#define AGENT_CMD_RELOAD (1u << 2) /* take the new copy delay, log stats */
+#define AGENT_CMD_RELOAD (1u << 2) /* the new copy delay, installed policy and profile; stats */
 
 struct agent_pool;
+struct mc_gpu_budget;
 
-/* exit_fd is written (eventfd) when the pool's thread ends. */
+/*
+ * exit_fd is written (eventfd) when the pool's thread ends. gpu_budget (may
+ * be NULL) is the GPU bank budget the agent's pools share.
+ */
 int agent_pool_start(const struct agent_config *cfg, struct agent_log *log, const char *name,
-		     int exit_fd, struct agent_pool **out);
+		     struct mc_gpu_budget *gpu_budget, int exit_fd, struct agent_pool **out);
 void agent_pool_command(struct agent_pool *p, uint32_t cmd);
 void agent_pool_set_copy_delay(struct agent_pool *p, uint32_t copy_delay_us);
 /* True once the thread has ended. */

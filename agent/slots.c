@@ -80,6 +80,18 @@ uint32_t agent_slots_sync(struct agent_slots *s)
 	return resident;
 }
 
+void agent_slots_set_policy(struct agent_slots *s, struct moe_policy *policy)
+{
+	s->policy = policy;
+	for (uint32_t slot = 0; slot < s->n_slots; slot++) {
+		uint32_t idx = s->held[slot];
+
+		if (idx != MOECACHE_NONE)
+			moe_policy_inserted(policy, slot, idx / s->n_local, idx % s->n_local,
+					    false);
+	}
+}
+
 void agent_slots_reset_access(struct agent_slots *s)
 {
 	for (uint32_t idx = 0; idx < s->n_idx; idx++)

@@ -59,6 +59,12 @@ void agent_slots_destroy(struct agent_slots *s);
  * flush by an administrator). Returns the number of resident slots.
  */
 uint32_t agent_slots_sync(struct agent_slots *s);
+/*
+ * Hands the slots to another policy (a live policy change): it is told of
+ * every slot this view holds, filling ones included, with no history. The
+ * caller destroys the old policy.
+ */
+void agent_slots_set_policy(struct agent_slots *s, struct moe_policy *policy);
 /* Starts the access baseline at the current counters (no history fed). */
 void agent_slots_reset_access(struct agent_slots *s);
 /*

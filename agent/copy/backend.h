@@ -6,8 +6,11 @@
  * collected from a file descriptor that becomes readable, so the pool's
  * epoll loop waits on it beside the agent fd.
  *
- * Only "cpu" is built now (bank = memfd, copies = memcpy threads); "cuda"
- * and "rocm" slot in here with the same calls.
+ * "cpu": bank = memfd, copies = memcpy threads (cpu.c); "cuda": a
+ * cuMemCreate bank, copies on CUDA streams (cuda.c); "rocm": an amdgpu BO
+ * exported as a dma-buf, copies through SDMA queues (rocm.c). The GPU
+ * drivers are loaded at run time: -EOPNOTSUPP (with a logged reason) where
+ * they are missing.
  */
 #ifndef MOECACHE_AGENT_BACKEND_H
 #define MOECACHE_AGENT_BACKEND_H
@@ -26,12 +29,16 @@ struct agent_copy {
 	int status;	 /* on completion: 0 or -errno */
 };
 
+struct mc_gpu_params;
+
 struct agent_backend_config {
 	const char *pool; /* for names and messages */
 	uint32_t n_slots;
 	uint64_t expert_bytes;
 	uint32_t copy_threads;
 	uint32_t copy_delay_us;
+	/* cuda, rocm: devices, budget, host region, queues (lib/gpu/common.h); NULL: defaults */
+	const struct mc_gpu_params *gpu;
 };
 
 struct agent_backend;

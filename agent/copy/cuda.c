@@ -444,12 +444,7 @@ err:
 
 static int cuda_create(const struct agent_backend_config *cfg, void **priv)
 {
-	const struct mc_gpu_params *params = NULL;
-
-#ifdef AGENT_BACKEND_HAS_GPU_PARAMS
-	params = cfg->gpu;
-#endif
-	return mc_cuda_backend_create(cfg, params, priv, NULL, 0);
+	return mc_cuda_backend_create(cfg, cfg->gpu, priv, NULL, 0);
 }
 
 /* Checks the device can hold an exportable VMM bank. */

@@ -495,12 +495,7 @@ err:
 
 static int rocm_create(const struct agent_backend_config *cfg, void **priv)
 {
-	const struct mc_gpu_params *params = NULL;
-
-#ifdef AGENT_BACKEND_HAS_GPU_PARAMS
-	params = cfg->gpu;
-#endif
-	return mc_rocm_backend_create(cfg, params, priv, NULL, 0);
+	return mc_rocm_backend_create(cfg, cfg->gpu, priv, NULL, 0);
 }
 
 static uint64_t rocm_round_pow2(uint64_t v)

@@ -7,8 +7,8 @@
  * line per test, then "e2e: P passed, F failed"; exit 0 only if all pass.
  *
  * Usage: moecache-agent-e2e [--traces DIR] [--only NAME] [--keep-logs]
- * (the programs moecached, moecache-decode and moecache-demo-pool are
- * taken from PATH).
+ * (the programs moecached, moecache-decode, moecache-demo-pool and
+ * moecachectl are taken from PATH).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -702,6 +702,126 @@ static int test_parked_prefetch_promoted(struct e2e *e)
 	return ret;
 }
 
+/* One access of (layer 0, expert) by mc: a miss waits for the agent's copy. */
+static int e2e_touch(struct e2e *e, struct moecache *mc, uint32_t expert)
+{
+	struct moecache_acquire_result r;
+	uint32_t slot;
+	int ret = moecache_acquire(mc, 0, &expert, 1, &slot, MOECACHE_ACQ_WAIT, 30000, &r);
+
+	E2E_CHECK(e, ret == 0 && r.n_pinned == 1, "acquire of expert %u: %d, %u pinned", expert,
+		  ret, r.n_pinned);
+	moecache_release(mc, &slot, 1);
+	return 0;
+}
+
+static bool e2e_resident(struct moecache *mc, uint32_t expert)
+{
+	return moecache_map_slot(moecache_map(mc), 0, expert) != MOECACHE_NONE;
+}
+
+/*
+ * With 4 slots: hot is accessed 4 times, then three others once each, then
+ * a miss. LRU evicts hot (the least recent); LFU keeps it (the most used).
+ * Returns 0 with *hot_kept set.
+ */
+static int e2e_hot_then_miss(struct e2e *e, struct moecache *mc, const uint32_t order[5],
+			     bool *hot_kept)
+{
+	for (int i = 0; i < 4; i++)
+		if (e2e_touch(e, mc, order[0]))
+			return -1;
+	for (int i = 1; i < 4; i++)
+		if (e2e_touch(e, mc, order[i]))
+			return -1;
+	if (e2e_touch(e, mc, order[4]))
+		return -1;
+	E2E_CHECK(e, e2e_resident(mc, order[4]), "expert %u is not resident after its miss",
+		  order[4]);
+	*hot_kept = e2e_resident(mc, order[0]);
+	return 0;
+}
+
+static int test_policy_set_switches_victims(struct e2e *e)
+{
+	static const char *const lru[] = {"--policy", "lru", NULL};
+	static const uint32_t first[5] = {0, 1, 2, 3, 4}, second[5] = {1, 2, 3, 4, 5};
+	const char *pool = "e2e-policy-set";
+	char *set[] = {"moecachectl", "policy", "set", (char *)pool, "lfu", NULL};
+	struct moecache *mc = NULL;
+	char log[512], out[512];
+	bool kept = true;
+	uint64_t deadline;
+	pid_t agent;
+	int ret = -1;
+
+	/* moecachectl installs NAME.policy there, and the agent reads it there. */
+	setenv("MOECACHE_RUNDIR", e->workdir, 1);
+	if (e2e_pool_create(e, pool, 4))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, out, sizeof(out), pool, "ctl");
+	agent = e2e_agent_start(e, pool, log, lru);
+	if (e2e_agent_ready(e, log, 30000) || e2e_client(e, pool, &mc))
+		goto out;
+	/* Under lru the hot expert is the victim. */
+	if (e2e_hot_then_miss(e, mc, first, &kept))
+		goto out;
+	if (kept) {
+		ret = e2e_fail(e, "under lru, expert 0 was kept (want it evicted as the least recent)");
+		goto out;
+	}
+	if (e2e_run(out, set, 30000)) {
+		ret = e2e_fail(e, "moecachectl policy set failed (see %s)", out);
+		goto out;
+	}
+	deadline = e2e_now_ms() + 30000;
+	while (!e2e_file_has(log, "policy now lfu")) {
+		if (e2e_now_ms() > deadline) {
+			ret = e2e_fail(e, "the agent did not switch to lfu (see %s)", log);
+			goto out;
+		}
+		e2e_sleep_ms(20);
+	}
+	/* The same pattern now keeps the hot expert. */
+	if (e2e_hot_then_miss(e, mc, second, &kept))
+		goto out;
+	ret = kept ? 0
+		   : e2e_fail(e, "after policy set lfu, expert 1 was evicted (want the "
+				 "least used evicted)");
+out:
+	moecache_close(mc);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	unsetenv("MOECACHE_RUNDIR");
+	return ret;
+}
+
+/* The GPU settings reach the copy engine: the library named on the command line is the one loaded. */
+static int test_gpu_library_from_flags(struct e2e *e)
+{
+	static const char *const cuda[] = {"--backend", "cuda", "--gpu-library",
+					   "/nonexistent/libcuda-e2e.so.1", NULL};
+	const char *pool = "e2e-gpu-flags";
+	char log[512];
+	pid_t agent;
+	int ret;
+
+	if (e2e_pool_create(e, pool, 4))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	agent = e2e_agent_start(e, pool, log, cuda);
+	ret = e2e_wait(agent, 30000);
+	if (ret == -ETIMEDOUT)
+		e2e_kill(agent, SIGKILL);
+	e2e_pool_destroy(e, pool);
+	E2E_CHECK(e, ret == 1, "moecached exited with %d (want 1: no such driver library)", ret);
+	E2E_CHECK(e, e2e_file_has(log, "/nonexistent/libcuda-e2e.so.1"),
+		  "the agent's log does not name the --gpu-library it was given (see %s)", log);
+	return 0;
+}
+
 static const struct e2e_test e2e_tests[] = {
     {"basic_miss_becomes_hit", "one client's miss is another client's hit on the same slot",
      test_miss_becomes_hit},
@@ -727,6 +847,12 @@ static const struct e2e_test e2e_tests[] = {
     {"basic_prefetch_hints_served",
      "next-layer hints are filled and later hit, and the hinting client verifies",
      test_prefetch_hints_served},
+    {"basic_policy_set_switches_victims",
+     "moecachectl policy set changes the running agent's victims from lru to lfu",
+     test_policy_set_switches_victims},
+    {"bad_input_gpu_library_from_flags",
+     "--gpu-library reaches the CUDA copy engine: a missing library stops the pool, named",
+     test_gpu_library_from_flags},
     {"concurrency_parked_prefetch_promoted",
      "hints declined while every slot is in use are served once a client asks for them",
      test_parked_prefetch_promoted},

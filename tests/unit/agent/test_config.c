@@ -217,3 +217,53 @@ Test(config, basic_profile_path_per_pool,
 	cr_assert_str_eq(out, "/p/prof");
 	cr_assert_eq(agent_config_profile_path(&c, "a", out, 4), -E2BIG);
 }
+
+Test(config, basic_run_dir, .description = "the run folder: $MOECACHE_RUNDIR, else the default; the key wins")
+{
+	struct agent_config c;
+	char out[256];
+
+	unsetenv("MOECACHE_RUNDIR");
+	agent_config_defaults(&c);
+	cr_assert_str_eq(c.run_dir, AGENT_RUN_DIR_DEFAULT);
+	setenv("MOECACHE_RUNDIR", "/r", 1);
+	agent_config_defaults(&c);
+	cr_assert_eq(agent_config_run_path(&c, "a", ".policy", out, sizeof(out)), 0);
+	cr_assert_str_eq(out, "/r/a.policy");
+	cr_assert_eq(agent_config_set(&c, "run-dir", "/s"), 0);
+	cr_assert_eq(agent_config_run_path(&c, "a", ".profile.json", out, sizeof(out)), 0);
+	cr_assert_str_eq(out, "/s/a.profile.json");
+	cr_assert_eq(agent_config_set(&c, "run-dir", ""), -EINVAL);
+	cr_assert_eq(agent_config_run_path(&c, "a", ".policy", out, 4), -E2BIG);
+	unsetenv("MOECACHE_RUNDIR");
+}
+
+Test(config, basic_gpu_settings, .description = "the GPU settings from the file and the flags")
+{
+	struct agent_config c;
+	char err[512];
+	char *argv[] = {"moecached", "--pool", "a", "--gpu-devices", "a:1,0", "--gpu-budget-mb",
+			"512", "--gpu-queues", "4", "--gpu-library", "/x/libcuda.so.1", NULL};
+
+	cr_assert_eq(agent_config_from_args(&c, 11, argv, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(c.gpu_devices, "a:1,0");
+	cr_assert_eq(c.gpu_budget_mb, 512);
+	cr_assert_eq(c.gpu_queues, 4);
+	cr_assert_str_eq(c.gpu_library, "/x/libcuda.so.1");
+	cr_assert_eq(agent_config_parse(&c, "f", "gpu_queues = 0\ngpu-budget-mb = 0\n", err,
+					sizeof(err)),
+		     0);
+	cr_assert_eq(c.gpu_queues, 0);
+	cr_assert_eq(c.gpu_budget_mb, 0);
+}
+
+Test(config, bad_input_gpu_settings, .description = "GPU queue counts outside [2, 8] but 0 fail")
+{
+	struct agent_config c;
+
+	agent_config_defaults(&c);
+	cr_assert_eq(agent_config_set(&c, "gpu_queues", "1"), -EINVAL);
+	cr_assert_eq(agent_config_set(&c, "gpu_queues", "9"), -EINVAL);
+	cr_assert_eq(agent_config_set(&c, "gpu_budget_mb", "-1"), -EINVAL);
+	cr_assert_eq(c.gpu_queues, 0);
+}

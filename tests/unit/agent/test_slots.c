@@ -233,3 +233,31 @@ Test(slots, basic_access_scan_in_time_order,
 	cr_assert_eq(agent_slots_choose(&x.s, 3, false), 0, "LRU must take expert 5's slot");
 	fixture_fini(&x);
 }
+
+Test(slots, basic_set_policy_keeps_residency,
+     .description = "a live policy change hands the new policy every held slot, filling ones too")
+{
+	struct moe_policy_config pc = {.n_layers = 2, .n_experts = 8, .n_slots = 4};
+	struct slots_fixture x;
+	struct moe_policy *lru;
+	int slot;
+
+	fixture_init(&x, 2, 8, 4);
+	for (uint32_t s = 0; s < 3; s++)
+		fake_map_publish(&x.f, s, s);
+	agent_slots_sync(&x.s);
+	fake_map_filling(&x.f, 7, 3);
+	agent_slots_taken(&x.s, 3, 7, false);
+	cr_assert_eq(moe_policy_create("lru", &pc, &lru), 0);
+	agent_slots_set_policy(&x.s, lru);
+	moe_policy_destroy(x.policy);
+	x.policy = lru;
+	agent_slots_new_round(&x.s, 0);
+	slot = agent_slots_choose(&x.s, 9, false);
+	cr_assert(slot >= 0 && slot < 3, "chose slot %d (want a resident, not the filling one)",
+		  slot);
+	fake_map_publish(&x.f, 7, 3);
+	agent_slots_committed(&x.s, 3);
+	cr_assert_not(agent_slots_is_filling(&x.s, 7));
+	fixture_fini(&x);
+}

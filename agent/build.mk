@@ -1,11 +1,12 @@
 # moecached: the agent. Its parts are libraries a program can link alone:
-#   libmoeagent.a   the agent proper: config, pools, slot choice (agent/*.c
-#                   but main.c and log.c); the simulator drives its slot choice
+#   libmoeagent.a   the agent proper: config, pools, slot choice and an
+#                   in-memory map region (agent/*.c but main.c and log.c);
+#                   the simulator runs its slot choice over that region
 #   libmoecopy.a    the copy engines (agent/copy/)
 #   libmoepolicy.a  the replacement policies and profiles (agent/policy/)
 # agent/log.o goes beside them: the agent and the copy engines log through it.
 # Literal library paths: other fragments may be read after this one.
-MOEAGENT_SRCS := agent/config.c agent/pool.c agent/slots.c
+MOEAGENT_SRCS := agent/config.c agent/memmap.c agent/pool.c agent/slots.c
 MOEAGENT_OBJS := $(MOEAGENT_SRCS:%.c=$(OBJ)/%.o)
 MOEAGENT_LIB  := $(LIBOUT)/libmoeagent.a
 MOECACHED     := $(BIN)/moecached

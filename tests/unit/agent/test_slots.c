@@ -9,10 +9,10 @@
 #include <string.h>
 
 #include "agent/slots.h"
-#include "fake_map.h"
+#include "agent/memmap.h"
 
 struct slots_fixture {
-	struct fake_map f;
+	struct agent_memmap f;
 	struct moe_policy *policy;
 	struct agent_slots s;
 };
@@ -24,7 +24,7 @@ static void fixture_init(struct slots_fixture *x, uint32_t n_layers, uint32_t n_
 	struct moe_policy_config pc = {
 	    .n_layers = n_layers, .n_experts = n_experts, .n_slots = n_slots};
 
-	cr_assert_eq(fake_map_init(&x->f, n_layers, n_experts, 0, n_experts, n_slots), 0);
+	cr_assert_eq(agent_memmap_init(&x->f, n_layers, n_experts, 0, n_experts, n_slots), 0);
 	cr_assert_eq(moe_policy_create(MOE_POLICY_DEFAULT, &pc, &x->policy), 0);
 	cr_assert_eq(agent_slots_init(&x->s, &x->f.view, x->policy), 0);
 }
@@ -33,14 +33,14 @@ static void fixture_fini(struct slots_fixture *x)
 {
 	agent_slots_destroy(&x->s);
 	moe_policy_destroy(x->policy);
-	fake_map_free(&x->f);
+	agent_memmap_free(&x->f);
 }
 
 /* Every slot s holds idx s, as after a warm restart; the agent learns it by sync. */
 static void fill_all(struct slots_fixture *x)
 {
 	for (uint32_t s = 0; s < x->f.hdr->n_slots; s++)
-		fake_map_publish(&x->f, s, s);
+		agent_memmap_publish(&x->f, s, s);
 	cr_assert_eq(agent_slots_sync(&x->s), x->f.hdr->n_slots);
 }
 
@@ -50,8 +50,8 @@ Test(slots, basic_free_slot_first, .description = "a free slot is chosen while t
 	int slot;
 
 	fixture_init(&x, 2, 8, 4);
-	fake_map_publish(&x.f, 0, 0);
-	fake_map_publish(&x.f, 1, 1);
+	agent_memmap_publish(&x.f, 0, 0);
+	agent_memmap_publish(&x.f, 1, 1);
 	agent_slots_sync(&x.s);
 	slot = agent_slots_choose(&x.s, 5, false);
 	cr_assert(slot == 2 || slot == 3, "chose slot %d", slot);
@@ -89,10 +89,10 @@ Test(slots, basic_filling_slot_never_victim, .description = "a slot being filled
 	struct slots_fixture x;
 
 	fixture_init(&x, 2, 8, 2);
-	fake_map_publish(&x.f, 0, 0);
+	agent_memmap_publish(&x.f, 0, 0);
 	agent_slots_sync(&x.s);
 	/* Slot 1 is taken for idx 3 and still copying. */
-	fake_map_filling(&x.f, 3, 1);
+	agent_memmap_filling(&x.f, 3, 1);
 	agent_slots_taken(&x.s, 1, 3, false);
 	x.f.pins[0] = 1;
 	agent_slots_new_round(&x.s, 0);
@@ -128,11 +128,11 @@ Test(slots, basic_bank_holds_all_never_evicts,
 	/* 1 x 4 experts and 4 slots, all of them filling: nothing may be evicted. */
 	fixture_init(&x, 1, 4, 4);
 	for (uint32_t s = 0; s < 4; s++) {
-		fake_map_filling(&x.f, s, s);
+		agent_memmap_filling(&x.f, s, s);
 		agent_slots_taken(&x.s, s, s, false);
 	}
 	/* Even a resident, unpinned slot from before must not be evicted. */
-	fake_map_publish(&x.f, 0, 0);
+	agent_memmap_publish(&x.f, 0, 0);
 	agent_slots_committed(&x.s, 0);
 	agent_slots_new_round(&x.s, 0);
 	cr_assert_eq(agent_slots_choose(&x.s, 1, false), -ENOSPC);
@@ -162,7 +162,7 @@ Test(slots, basic_aborted_slot_free_again, .description = "an aborted fill gives
 
 	fixture_init(&x, 1, 8, 1);
 	cr_assert_eq(agent_slots_choose(&x.s, 2, false), 0);
-	fake_map_filling(&x.f, 2, 0);
+	agent_memmap_filling(&x.f, 2, 0);
 	agent_slots_taken(&x.s, 0, 2, false);
 	cr_assert_eq(agent_slots_find_free(&x.s), -ENOSPC);
 	x.f.owner[0] = MOECACHE_NONE; /* what ABORT does */
@@ -215,11 +215,11 @@ Test(slots, basic_access_scan_in_time_order,
 	struct moe_policy_config pc = {.n_layers = 1, .n_experts = 8, .n_slots = 2};
 	struct slots_fixture x;
 
-	cr_assert_eq(fake_map_init(&x.f, 1, 8, 0, 8, 2), 0);
+	cr_assert_eq(agent_memmap_init(&x.f, 1, 8, 0, 8, 2), 0);
 	cr_assert_eq(moe_policy_create("lru", &pc, &x.policy), 0);
 	cr_assert_eq(agent_slots_init(&x.s, &x.f.view, x.policy), 0);
-	fake_map_publish(&x.f, 5, 0);
-	fake_map_publish(&x.f, 1, 1);
+	agent_memmap_publish(&x.f, 5, 0);
+	agent_memmap_publish(&x.f, 1, 1);
 	cr_assert_eq(agent_slots_sync(&x.s), 2);
 	agent_slots_reset_access(&x.s);
 	/* Expert 5 was acquired at clock 10, expert 1 later, at clock 11. */
@@ -244,9 +244,9 @@ Test(slots, basic_set_policy_keeps_residency,
 
 	fixture_init(&x, 2, 8, 4);
 	for (uint32_t s = 0; s < 3; s++)
-		fake_map_publish(&x.f, s, s);
+		agent_memmap_publish(&x.f, s, s);
 	agent_slots_sync(&x.s);
-	fake_map_filling(&x.f, 7, 3);
+	agent_memmap_filling(&x.f, 7, 3);
 	agent_slots_taken(&x.s, 3, 7, false);
 	cr_assert_eq(moe_policy_create("lru", &pc, &lru), 0);
 	agent_slots_set_policy(&x.s, lru);
@@ -256,7 +256,7 @@ Test(slots, basic_set_policy_keeps_residency,
 	slot = agent_slots_choose(&x.s, 9, false);
 	cr_assert(slot >= 0 && slot < 3, "chose slot %d (want a resident, not the filling one)",
 		  slot);
-	fake_map_publish(&x.f, 7, 3);
+	agent_memmap_publish(&x.f, 7, 3);
 	agent_slots_committed(&x.s, 3);
 	cr_assert_not(agent_slots_is_filling(&x.s, 7));
 	fixture_fini(&x);

@@ -5,9 +5,10 @@ LIB_UNIT_OBJS  := $(patsubst %.c,$(OBJ)/%.o,$(sort $(wildcard tests/unit/lib/*.c
 UNIT_TESTS   += $(LIB_UNIT_TEST)
 DEB_PACKAGES += libcriterion-dev
 
-# The tests reach into lib/ (mc_internal.h) and share tests/unit/lib/fake_map.h.
-$(OBJ)/tests/unit/lib/%.o: CFLAGS += -I. -Itests/unit/lib $(CRIT_CFLAGS)
+# The tests reach into lib/ (mc_internal.h) and write map regions in memory
+# with agent/memmap.h (libmoeagent.a).
+$(OBJ)/tests/unit/lib/%.o: CFLAGS += -I. $(CRIT_CFLAGS)
 
-$(LIB_UNIT_TEST): $(LIB_UNIT_OBJS) $(LIBOUT)/libmoecache.a
+$(LIB_UNIT_TEST): $(LIB_UNIT_OBJS) $(LIBOUT)/libmoeagent.a $(LIBOUT)/libmoecache.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS)

@@ -8,17 +8,17 @@
 #include <errno.h>
 #include <string.h>
 
-#include "fake_map.h"
+#include "agent/memmap.h"
 #include "lib/mc_internal.h"
 #include "libmoecache.h"
 
-static struct fake_map fm;
+static struct agent_memmap fm;
 static struct moecache mc;
 
 /* Pool: 4 layers, experts [8, 24) of 32, 6 slots, max_batch 16. */
 static void handle_setup(uint32_t role)
 {
-	cr_assert_eq(fake_map_init(&fm, 4, 32, 8, 24, 6), 0);
+	cr_assert_eq(agent_memmap_init(&fm, 4, 32, 8, 24, 6), 0);
 	memset(&mc, 0, sizeof(mc));
 	mc.fd = -1;
 	mc.max_batch = 16;
@@ -46,7 +46,7 @@ static void agent_setup(void)
 
 static void handle_teardown(void)
 {
-	fake_map_free(&fm);
+	agent_memmap_free(&fm);
 }
 
 TestSuite(client, .init = client_setup, .fini = handle_teardown);

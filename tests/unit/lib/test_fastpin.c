@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fake_map.h"
+#include "agent/memmap.h"
 #include "lib/mc_internal.h"
 #include "libmoecache.h"
 
 #define N_SLOTS 6
 
-static struct fake_map fm;
+static struct agent_memmap fm;
 static struct moecache mc;
 static uint32_t region[N_SLOTS];
 
@@ -23,7 +23,7 @@ static uint32_t region[N_SLOTS];
  * in slot 3. */
 static void fast_setup(void)
 {
-	cr_assert_eq(fake_map_init(&fm, 4, 32, 8, 24, N_SLOTS), 0);
+	cr_assert_eq(agent_memmap_init(&fm, 4, 32, 8, 24, N_SLOTS), 0);
 	memset(&mc, 0, sizeof(mc));
 	memset(region, 0, sizeof(region));
 	mc.fd = -1;
@@ -42,16 +42,16 @@ static void fast_setup(void)
 	mc.report = calloc(MC_REPORT_BATCH, sizeof(*mc.report));
 	cr_assert_not_null(mc.report);
 	pthread_mutex_init(&mc.fast_lock, NULL);
-	fake_map_publish(&fm, 1 * 16 + 0, 2);
-	fake_map_publish(&fm, 1 * 16 + 1, 5);
-	fake_map_publish(&fm, 2 * 16 + 0, 3);
+	agent_memmap_publish(&fm, 1 * 16 + 0, 2);
+	agent_memmap_publish(&fm, 1 * 16 + 1, 5);
+	agent_memmap_publish(&fm, 2 * 16 + 0, 3);
 }
 
 static void fast_teardown(void)
 {
 	pthread_mutex_destroy(&mc.fast_lock);
 	free(mc.report);
-	fake_map_free(&fm);
+	agent_memmap_free(&fm);
 }
 
 TestSuite(fastpin, .init = fast_setup, .fini = fast_teardown);
@@ -145,7 +145,7 @@ Test(fastpin, basic_filling_slot_is_a_miss,
 {
 	uint32_t experts[1] = {12}, slots[1];
 
-	fake_map_filling(&fm, 1 * 16 + 4, 3);
+	agent_memmap_filling(&fm, 1 * 16 + 4, 3);
 	cr_expect_eq(moecache_acquire(&mc, 1, experts, 1, slots, 0, 0, NULL), -EBADF);
 	cr_expect_eq(region[3], 0);
 }

@@ -3,27 +3,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fake_map.h"
+#include "memmap.h"
 #include "lib/mc_atomic.h"
 
-static size_t fake_align8(size_t v)
+static size_t memmap_align8(size_t v)
 {
 	return (v + 7) / 8 * 8;
 }
 
-int fake_map_init(struct fake_map *f, uint32_t n_layers, uint32_t n_experts, uint32_t expert_begin,
+int agent_memmap_init(struct agent_memmap *f, uint32_t n_layers, uint32_t n_experts, uint32_t expert_begin,
 		  uint32_t expert_end, uint32_t n_slots)
 {
 	size_t n_idx = (size_t)n_layers * (expert_end - expert_begin);
-	size_t off_map = fake_align8(sizeof(struct moecache_map_header));
-	size_t off_owner = fake_align8(off_map + n_idx * 4);
-	size_t off_last = fake_align8(off_owner + n_slots * 4);
-	size_t off_pins = fake_align8(off_last + n_slots * 8);
-	size_t off_access = fake_align8(off_pins + n_slots * 4);
+	size_t off_map = memmap_align8(sizeof(struct moecache_map_header));
+	size_t off_owner = memmap_align8(off_map + n_idx * 4);
+	size_t off_last = memmap_align8(off_owner + n_slots * 4);
+	size_t off_pins = memmap_align8(off_last + n_slots * 8);
+	size_t off_access = memmap_align8(off_pins + n_slots * 4);
 
 	memset(f, 0, sizeof(*f));
 	f->size = off_access + n_idx * 4;
-	f->region = aligned_alloc(64, fake_align8(f->size) + 64);
+	f->region = aligned_alloc(64, memmap_align8(f->size) + 64);
 	if (!f->region)
 		return -ENOMEM;
 	memset(f->region, 0, f->size);
@@ -50,13 +50,13 @@ int fake_map_init(struct fake_map *f, uint32_t n_layers, uint32_t n_experts, uin
 	return moecache_map_bind(&f->view, f->region, f->size);
 }
 
-void fake_map_free(struct fake_map *f)
+void agent_memmap_free(struct agent_memmap *f)
 {
 	free(f->region);
 	memset(f, 0, sizeof(*f));
 }
 
-void fake_map_publish(struct fake_map *f, uint32_t idx, uint32_t slot)
+void agent_memmap_publish(struct agent_memmap *f, uint32_t idx, uint32_t slot)
 {
 	mc_seq_write_begin(&f->hdr->seq);
 	mc_store_release_u32(&f->owner[slot], idx);
@@ -64,9 +64,26 @@ void fake_map_publish(struct fake_map *f, uint32_t idx, uint32_t slot)
 	mc_seq_write_end(&f->hdr->seq);
 }
 
-void fake_map_filling(struct fake_map *f, uint32_t idx, uint32_t slot)
+void agent_memmap_filling(struct agent_memmap *f, uint32_t idx, uint32_t slot)
 {
+	uint32_t old = f->owner[slot];
+
 	mc_seq_write_begin(&f->hdr->seq);
+	if (old != MOECACHE_NONE && !(old & MOECACHE_OWNER_FILLING) && f->map[old] == slot)
+		mc_store_release_u32(&f->map[old], MOECACHE_NONE);
 	mc_store_release_u32(&f->owner[slot], MOECACHE_OWNER_FILLING | idx);
 	mc_seq_write_end(&f->hdr->seq);
+}
+
+void agent_memmap_pin(struct agent_memmap *f, uint32_t slot, uint64_t clock)
+{
+	f->pins[slot]++;
+	f->last_use[slot] = clock;
+	f->hdr->clock = clock;
+}
+
+void agent_memmap_unpin(struct agent_memmap *f, uint32_t slot)
+{
+	if (f->pins[slot])
+		f->pins[slot]--;
 }

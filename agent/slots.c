@@ -220,7 +220,8 @@ int agent_slots_choose(struct agent_slots *s, uint32_t idx, bool prefetch)
 		slot =
 		    moe_policy_victim(s->policy, layer, expert, prefetch, agent_slot_evictable, s);
 	}
-	if (slot >= 0 && (uint32_t)slot >= s->n_slots)
+	/* The policy's answer is checked, not trusted: nothing else would refuse a bad one. */
+	if (slot >= 0 && !agent_slot_evictable(s, (uint32_t)slot))
 		return -EPROTO;
 	return slot;
 }

@@ -81,8 +81,8 @@ void agent_slots_exclude(struct agent_slots *s, uint32_t slot);
 int agent_slots_find_free(struct agent_slots *s);
 /*
  * A destination for idx: a free slot, else a victim. Returns the slot,
- * -ENOSPC when none may be taken, or -ECANCELED when the policy declines
- * the prefetch.
+ * -ENOSPC when none may be taken, -ECANCELED when the policy declines
+ * the prefetch, or -EPROTO when the policy named a slot it may not take.
  */
 int agent_slots_choose(struct agent_slots *s, uint32_t idx, bool prefetch);
 

@@ -86,7 +86,7 @@ static void ema_rank(struct moe_policy *p, struct ema *e)
 		e->order[id] = id;
 		e->key[id] = ema_score_now(p, e, id);
 	}
-	moe_policy_sort_ids(e->order, p->n_ids, e->key);
+	moe_rank_ids(e->order, p->n_ids, e->key);
 	e->n_hot = 0;
 	for (uint32_t r = 0; r < p->n_ids; r++) {
 		uint32_t id = e->order[r];

@@ -237,21 +237,6 @@ int moe_policy_scan(struct moe_policy *p,
 	return best;
 }
 
-static int moe_cmp_ids(const void *a, const void *b, void *arg)
-{
-	const double *key = arg;
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	if (key[x] != key[y])
-		return key[x] > key[y] ? -1 : 1;
-	return x < y ? -1 : x > y;
-}
-
-void moe_policy_sort_ids(uint32_t *ids, uint32_t n, const double *key)
-{
-	qsort_r(ids, n, sizeof(*ids), moe_cmp_ids, (void *)key);
-}
-
 int moe_policy_ranking(struct moe_policy *p, struct moe_profile *out)
 {
 	uint32_t *ids;
@@ -274,7 +259,7 @@ int moe_policy_ranking(struct moe_policy *p, struct moe_profile *out)
 		if (p->used[id])
 			ids[n++] = id;
 	}
-	moe_policy_sort_ids(ids, n, key);
+	moe_rank_ids(ids, n, key);
 	free(key);
 	if (n) {
 		out->ranked = malloc(sizeof(*out->ranked) * n);

@@ -94,9 +94,6 @@ int moe_policy_scan(struct moe_policy *p,
 		    double (*score)(struct moe_policy *p, uint32_t id, void *arg), void *arg,
 		    bool (*evictable)(void *ctx, uint32_t slot), void *ctx);
 
-/* Sorts ids (an array of n) hottest first by key[id], ties by smaller id. */
-void moe_policy_sort_ids(uint32_t *ids, uint32_t n, const double *key);
-
 extern const struct moe_policy_ops moe_policy_lru_ops;
 extern const struct moe_policy_ops moe_policy_lfu_ops;
 extern const struct moe_policy_ops moe_policy_ema_ops;

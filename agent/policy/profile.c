@@ -22,6 +22,47 @@ void moe_profile_free(struct moe_profile *p)
 	p->n = 0;
 }
 
+static int moe_cmp_ids(const void *a, const void *b, void *arg)
+{
+	const double *key = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	if (key[x] != key[y])
+		return key[x] > key[y] ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+void moe_rank_ids(uint32_t *ids, uint32_t n, const double *key)
+{
+	qsort_r(ids, n, sizeof(*ids), moe_cmp_ids, (void *)key);
+}
+
+int moe_profile_rank(const double *count, uint32_t n_layers, uint32_t n_experts,
+		     struct moe_profile *out)
+{
+	uint32_t n_ids = n_layers * n_experts, n = 0;
+	uint32_t *ids = malloc(sizeof(*ids) * (n_ids ? n_ids : 1));
+
+	out->n = 0;
+	out->ranked = malloc(sizeof(*out->ranked) * (n_ids ? n_ids : 1));
+	if (!ids || !out->ranked) {
+		free(ids);
+		moe_profile_free(out);
+		return -ENOMEM;
+	}
+	for (uint32_t id = 0; id < n_ids; id++)
+		if (count[id] > 0)
+			ids[n++] = id;
+	moe_rank_ids(ids, n, count);
+	for (uint32_t i = 0; i < n; i++) {
+		out->ranked[i].layer = ids[i] / n_experts;
+		out->ranked[i].expert = ids[i] % n_experts;
+	}
+	out->n = n;
+	free(ids);
+	return 0;
+}
+
 static unsigned int moe_line_of(const char *text, size_t offset)
 {
 	unsigned int line = 1;

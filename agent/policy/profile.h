@@ -44,6 +44,21 @@ int moe_profile_parse(const char *name, const char *text, struct moe_profile *ou
  */
 int moe_profile_save(const char *path, const struct moe_profile *p);
 
+/*
+ * The one ranking order (moecached's saved profiles, the simulator's,
+ * moecachectl's from the access counters): ids (an array of n) hottest
+ * first by key[id], ties by the smaller id.
+ */
+void moe_rank_ids(uint32_t *ids, uint32_t n, const double *key);
+
+/*
+ * A profile of the experts whose count (n_layers * n_experts entries, id =
+ * layer * n_experts + expert) is above zero, ranked by moe_rank_ids.
+ * Returns 0 or -ENOMEM (out empty).
+ */
+int moe_profile_rank(const double *count, uint32_t n_layers, uint32_t n_experts,
+		     struct moe_profile *out);
+
 /* Frees the ranking and empties the profile; safe on an empty profile. */
 void moe_profile_free(struct moe_profile *p);
 

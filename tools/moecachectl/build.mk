@@ -19,9 +19,11 @@ DEB_PACKAGES += libnl-genl-3-dev libjson-c-dev libcriterion-dev
 # The tests include the readers' headers by name.
 $(OBJ)/tests/unit/ctl/%.o: CFLAGS += -I$(CTL_DIR)
 
-$(MOECACHECTL): $(CTL_TOOL_OBJS) $(CTL_NL_OBJS) $(CTL_CKPT_OBJS) $(LIBOUT)/libmoecache.a
+# libmoepolicy: the profile ranking moecached uses (profile save).
+$(MOECACHECTL): $(CTL_TOOL_OBJS) $(CTL_NL_OBJS) $(CTL_CKPT_OBJS) $(LIBOUT)/libmoepolicy.a \
+		$(LIBOUT)/libmoecache.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(NL_LIBS) $(JSONC_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(NL_LIBS) $(JSONC_LIBS) -lm
 
 $(CTL_UNIT_CKPT): $(OBJ)/tests/unit/ctl/test_ckpt.o $(CTL_GEN_OBJS) $(CTL_CKPT_OBJS)
 	@mkdir -p $(dir $@)

@@ -23,6 +23,7 @@
 #include <json-c/json.h>
 #include <libmoecache.h>
 
+#include "agent/policy/profile.h"
 #include "ckpt.h"
 #include "ctl.h"
 
@@ -174,53 +175,37 @@ int ctl_cmd_bank(struct ctl *ctl, int argc, char **argv)
 
 /* ---- profiles ---- */
 
-struct ranked {
-	uint32_t count;
-	uint32_t layer;
-	uint32_t expert;
-};
-
-static int ranked_cmp(const void *a, const void *b)
-{
-	const struct ranked *x = a, *y = b;
-
-	if (x->count != y->count)
-		return x->count > y->count ? -1 : 1;
-	if (x->layer != y->layer)
-		return x->layer < y->layer ? -1 : 1;
-	return x->expert < y->expert ? -1 : x->expert > y->expert;
-}
-
 /* {"ranked": [[layer, expert], ...]} of the experts ever acquired, most first. */
 static int profile_from_counters(struct moecache *mc, struct json_object **out)
 {
 	const struct moecache_pool_info *info = moecache_pool(mc);
 	const struct moecache_map *map = moecache_map(mc);
-	uint32_t n_idx = info->n_layers * info->n_local, i, n = 0;
+	uint32_t n_idx = info->n_layers * info->n_local;
+	struct moe_profile ranking;
 	struct json_object *o, *arr;
-	struct ranked *v;
+	double *count;
+	int ret;
 
-	v = calloc(n_idx ? n_idx : 1, sizeof(*v));
-	if (!v)
+	count = calloc(n_idx ? n_idx : 1, sizeof(*count));
+	if (!count)
 		return -ENOMEM;
-	for (i = 0; i < n_idx; i++) {
-		uint32_t count = moecache_map_access(map, i);
-
-		if (count)
-			v[n++] = (struct ranked){count, i / info->n_local, i % info->n_local};
-	}
-	qsort(v, n, sizeof(*v), ranked_cmp);
+	for (uint32_t i = 0; i < n_idx; i++)
+		count[i] = moecache_map_access(map, i);
+	ret = moe_profile_rank(count, info->n_layers, info->n_local, &ranking);
+	free(count);
+	if (ret)
+		return ret;
 	o = json_object_new_object();
 	arr = json_object_new_array();
-	for (i = 0; i < n; i++) {
+	for (uint32_t i = 0; i < ranking.n; i++) {
 		struct json_object *pair = json_object_new_array();
 
-		json_object_array_add(pair, json_object_new_int64(v[i].layer));
-		json_object_array_add(pair, json_object_new_int64(v[i].expert));
+		json_object_array_add(pair, json_object_new_int64(ranking.ranked[i].layer));
+		json_object_array_add(pair, json_object_new_int64(ranking.ranked[i].expert));
 		json_object_array_add(arr, pair);
 	}
 	json_object_object_add(o, "ranked", arr);
-	free(v);
+	moe_profile_free(&ranking);
 	*out = o;
 	return 0;
 }

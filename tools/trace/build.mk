@@ -1,5 +1,7 @@
 # libmoetrace: the trace reader and the cache simulator; moecache-trace: the CLI.
-# The simulator runs libmoepolicy.a, the same policy code as moecached.
+# The simulator runs the agent's slot choice (libmoeagent.a: agent/slots.c
+# over agent/memmap.c's map region, read through libmoecache) and its
+# policies (libmoepolicy.a): the same code as moecached.
 MOETRACE_SRCS := tools/trace/trace.c tools/trace/sim.c tools/trace/timing.c tools/trace/hint.c \
 		 tools/trace/batch.c
 MOETRACE_OBJS := $(MOETRACE_SRCS:%.c=$(OBJ)/%.o)
@@ -14,6 +16,7 @@ $(MOETRACE_LIB): $(MOETRACE_OBJS)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
-$(MOETRACE_BIN): $(OBJ)/tools/trace/moecache-trace.o $(MOETRACE_LIB) $(LIBOUT)/libmoepolicy.a
+$(MOETRACE_BIN): $(OBJ)/tools/trace/moecache-trace.o $(MOETRACE_LIB) $(LIBOUT)/libmoeagent.a \
+		$(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(JSONC_LIBS) -lm

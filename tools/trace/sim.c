@@ -1,9 +1,21 @@
 // SPDX-License-Identifier: MIT
-/* The trace-driven cache simulator (see sim.h). */
+/*
+ * The trace-driven cache simulator (see sim.h). Each cache is a map region
+ * in memory (agent/memmap.h) and the agent's own slot choice over it
+ * (agent/slots.h): a free slot, else the policy's victim among the slots
+ * that may be taken, so that moecached and the simulator pick the same
+ * victims by construction. A step is what one client's acquire does: the
+ * step's resident experts are pinned (and stamped with the step's clock),
+ * each miss is filled and pinned, the pins are dropped; prefetches follow,
+ * stamped but not pinned, and get the strict pass only (never a slot used
+ * in this step).
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/memmap.h"
+#include "agent/slots.h"
 #include "hint.h"
 #include "sim.h"
 
@@ -16,10 +28,10 @@ struct sim_cache {
 	struct moe_policy *policy;
 	uint32_t layer; /* per-layer caches: the layer; else 0 */
 	uint32_t n_slots;
-	uint32_t *owner; /* slot -> global id or SIM_NONE */
-	uint32_t n_used; /* slots [0, n_used) are occupied: nothing here frees a slot */
+	struct agent_memmap map;  /* what the driver would hold */
+	struct agent_slots slots; /* the agent's view and slot choice */
+	bool ready;		  /* map and slots initialised */
 	struct moe_future future;
-	bool prefetching; /* victim request on behalf of a prefetch */
 };
 
 /* Accesses of one global id, as steps, for belady's oracle. */
@@ -35,10 +47,10 @@ struct sim {
 	struct sim_cache *caches;
 	uint32_t n_caches;
 	uint32_t *id_slot;    /* global id -> slot in its cache */
-	uint64_t *need_stamp; /* global id -> step + 1 when the step needs it */
-	uint64_t *pf_stamp;   /* global id -> step + 1 when prefetched in that step */
+	uint32_t *pinned;     /* slots pinned in the current step */
+	uint32_t n_pinned;
 	bool *pf_pending;     /* prefetched and not used yet */
-	uint64_t stamp;
+	uint64_t stamp;	      /* the current step's clock: step + 1 */
 	struct sim_future fut;
 	struct moe_sim_result *res;
 	struct moe_timing *tm; /* NULL: no time model */
@@ -62,24 +74,17 @@ int moe_sim_slots_for(const struct moe_trace *t, double fraction, uint32_t *out)
 int moe_sim_profile_from(const struct moe_trace_view *v, struct moe_profile *out)
 {
 	const struct moe_trace *t;
-	uint32_t n_ids, *ids, n = 0;
 	double *count;
+	int err;
 
 	if (!v || !v->trace || !out)
 		return -EINVAL;
 	out->n = 0;
 	out->ranked = NULL;
 	t = v->trace;
-	n_ids = t->n_layers * t->n_experts;
-	count = calloc(n_ids, sizeof(*count));
-	ids = malloc(sizeof(*ids) * n_ids);
-	out->ranked = malloc(sizeof(*out->ranked) * n_ids);
-	if (!count || !ids || !out->ranked) {
-		free(count);
-		free(ids);
-		moe_profile_free(out);
+	count = calloc((size_t)t->n_layers * t->n_experts, sizeof(*count));
+	if (!count)
 		return -ENOMEM;
-	}
 	for (uint32_t i = 0; i < v->n; i++) {
 		for (uint32_t l = 0; l < t->n_layers; l++) {
 			uint32_t k;
@@ -89,28 +94,9 @@ int moe_sim_profile_from(const struct moe_trace_view *v, struct moe_profile *out
 				count[l * t->n_experts + sel[j]] += 1;
 		}
 	}
-	for (uint32_t id = 0; id < n_ids; id++)
-		if (count[id] > 0)
-			ids[n++] = id;
-	/* Stable order for equal counts: by id. */
-	for (uint32_t i = 1; i < n; i++) {
-		uint32_t x = ids[i], j = i;
-
-		while (j > 0 && (count[ids[j - 1]] < count[x] ||
-				 (count[ids[j - 1]] == count[x] && ids[j - 1] > x))) {
-			ids[j] = ids[j - 1];
-			j--;
-		}
-		ids[j] = x;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		out->ranked[i].layer = ids[i] / t->n_experts;
-		out->ranked[i].expert = ids[i] % t->n_experts;
-	}
-	out->n = n;
+	err = moe_profile_rank(count, t->n_layers, t->n_experts, out);
 	free(count);
-	free(ids);
-	return 0;
+	return err;
 }
 
 static int sim_build_future(struct sim *s)
@@ -179,95 +165,106 @@ static uint64_t sim_next_use(const struct moe_future *f, uint32_t layer, uint32_
 	return lo < s->fut.first[id + 1] ? s->fut.steps[lo] : MOE_FUTURE_NEVER;
 }
 
-static bool sim_evictable(void *ctx, uint32_t slot)
-{
-	struct sim_cache *c = ctx;
-	struct sim *s = c->sim;
-	uint32_t id;
-
-	if (slot >= c->n_slots)
-		return false;
-	id = c->owner[slot];
-	if (id == SIM_NONE || s->need_stamp[id] == s->stamp)
-		return false;
-	/* A prefetch must not undo another prefetch of the same step. */
-	return !(c->prefetching && s->pf_stamp[id] == s->stamp);
-}
-
 static struct sim_cache *sim_cache_of(struct sim *s, uint32_t layer)
 {
 	return &s->caches[s->per_layer ? layer : 0];
 }
 
-/* Brings id into its cache. Returns 0 (filled, refused or bypassed) or -EPROTO. */
+/* The cache's local index of a global id, and back. */
+static uint32_t sim_local(const struct sim *s, uint32_t id)
+{
+	return s->per_layer ? id % s->n_experts : id;
+}
+
+static uint32_t sim_global(const struct sim_cache *c, uint32_t idx)
+{
+	return c->sim->per_layer ? c->layer * c->sim->n_experts + idx : idx;
+}
+
+static void sim_pin(struct sim *s, struct sim_cache *c, uint32_t slot)
+{
+	agent_memmap_pin(&c->map, slot, s->stamp);
+	s->pinned[s->n_pinned++] = slot;
+}
+
+/*
+ * Brings id into its cache through the agent's slot choice. Returns 0
+ * (filled, refused or bypassed) or -EPROTO if the choice broke a rule.
+ */
 static int sim_fill(struct sim *s, uint32_t id, bool prefetch)
 {
-	uint32_t layer = id / s->n_experts, expert = id % s->n_experts;
-	struct sim_cache *c = sim_cache_of(s, layer);
-	uint32_t plocal = s->per_layer ? 0 : layer;
-	uint32_t slot, old;
+	struct sim_cache *c = sim_cache_of(s, id / s->n_experts);
+	uint32_t idx = sim_local(s, id), old;
+	int slot;
 
-	if (c->n_used < c->n_slots) {
-		slot = c->n_used++;
-	} else {
-		int v;
-
-		c->prefetching = prefetch;
-		v = moe_policy_victim(c->policy, plocal, expert, prefetch, sim_evictable, c);
-		c->prefetching = false;
-		if (v == -ECANCELED && prefetch) {
+	/* Slots used after step_start are the current step's. */
+	agent_slots_new_round(&c->slots, s->stamp - 1);
+	slot = agent_slots_choose(&c->slots, idx, prefetch);
+	if (slot == -ECANCELED && prefetch) {
+		s->res->prefetch_refused++;
+		return 0;
+	}
+	if (slot == -ENOSPC) {
+		if (prefetch)
 			s->res->prefetch_refused++;
-			return 0;
-		}
-		if (v == -ENOSPC) {
-			if (prefetch)
-				s->res->prefetch_refused++;
-			else
-				s->res->bypassed++;
-			return 0;
-		}
-		c->prefetching = prefetch;
-		if (v < 0 || !sim_evictable(c, (uint32_t)v)) {
-			c->prefetching = false;
-			return -EPROTO;
-		}
-		c->prefetching = false;
-		slot = (uint32_t)v;
-		old = c->owner[slot];
+		else
+			s->res->bypassed++;
+		return 0;
+	}
+	if (slot < 0)
+		return -EPROTO;
+	old = c->map.owner[slot];
+	if (old != MOECACHE_NONE) {
+		uint32_t old_id = sim_global(c, old);
 
-		if (s->pf_pending[old]) {
-			s->pf_pending[old] = false;
+		if (s->pf_pending[old_id]) {
+			s->pf_pending[old_id] = false;
 			s->res->prefetch_wasted++;
 		}
-		moe_policy_removed(c->policy, slot);
 		if (s->tm)
-			moe_timing_evicted(s->tm, old);
-		s->id_slot[old] = SIM_NONE;
+			moe_timing_evicted(s->tm, old_id);
+		s->id_slot[old_id] = SIM_NONE;
 		s->res->evictions++;
 	}
-	c->owner[slot] = id;
-	s->id_slot[id] = slot;
-	moe_policy_inserted(c->policy, slot, plocal, expert, prefetch);
+	/* EVICT, the copy, COMMIT: as the agent and the driver do them. */
+	agent_memmap_filling(&c->map, idx, (uint32_t)slot);
+	agent_slots_taken(&c->slots, (uint32_t)slot, idx, prefetch);
+	agent_memmap_publish(&c->map, idx, (uint32_t)slot);
+	agent_slots_committed(&c->slots, (uint32_t)slot);
+	s->id_slot[id] = (uint32_t)slot;
 	if (s->tm)
 		moe_timing_filled(s->tm, id, prefetch);
 	if (prefetch) {
+		/* Stamped, not pinned: a later prefetch of this step must not undo it. */
+		c->map.last_use[slot] = s->stamp;
 		s->pf_pending[id] = true;
-		s->pf_stamp[id] = s->stamp;
 		s->res->prefetch_issued++;
+	} else {
+		sim_pin(s, c, (uint32_t)slot);
 	}
 	return 0;
+}
+
+/* The step's pins are dropped: every cache's, the one the step used. */
+static void sim_unpin_all(struct sim *s, struct sim_cache *c)
+{
+	for (uint32_t i = 0; i < s->n_pinned; i++)
+		agent_memmap_unpin(&c->map, s->pinned[i]);
+	s->n_pinned = 0;
 }
 
 static void sim_free(struct sim *s)
 {
 	for (uint32_t i = 0; s->caches && i < s->n_caches; i++) {
+		if (s->caches[i].ready) {
+			agent_slots_destroy(&s->caches[i].slots);
+			agent_memmap_free(&s->caches[i].map);
+		}
 		moe_policy_destroy(s->caches[i].policy);
-		free(s->caches[i].owner);
 	}
 	free(s->caches);
 	free(s->id_slot);
-	free(s->need_stamp);
-	free(s->pf_stamp);
+	free(s->pinned);
 	free(s->pf_pending);
 	free(s->fut.first);
 	free(s->fut.steps);
@@ -288,10 +285,9 @@ static int sim_setup(struct sim *s, const struct moe_sim_config *cfg,
 	s->n_caches = cfg->per_layer ? t->n_layers : 1;
 	s->caches = calloc(s->n_caches, sizeof(*s->caches));
 	s->id_slot = malloc(sizeof(*s->id_slot) * s->n_ids);
-	s->need_stamp = calloc(s->n_ids, sizeof(*s->need_stamp));
-	s->pf_stamp = calloc(s->n_ids, sizeof(*s->pf_stamp));
+	s->pinned = malloc(sizeof(*s->pinned) * (cfg->n_slots ? cfg->n_slots : 1));
 	s->pf_pending = calloc(s->n_ids, sizeof(*s->pf_pending));
-	if (!s->caches || !s->id_slot || !s->need_stamp || !s->pf_stamp || !s->pf_pending)
+	if (!s->caches || !s->id_slot || !s->pinned || !s->pf_pending)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < s->n_ids; i++)
 		s->id_slot[i] = SIM_NONE;
@@ -318,11 +314,6 @@ static int sim_setup(struct sim *s, const struct moe_sim_config *cfg,
 		c->n_slots = cfg->per_layer
 				 ? cfg->n_slots / t->n_layers + (i < cfg->n_slots % t->n_layers)
 				 : cfg->n_slots;
-		c->owner = malloc(sizeof(*c->owner) * c->n_slots);
-		if (!c->owner)
-			return -ENOMEM;
-		for (uint32_t j = 0; j < c->n_slots; j++)
-			c->owner[j] = SIM_NONE;
 		c->future.next_use = sim_next_use;
 		c->future.ctx = c;
 		pc.n_slots = c->n_slots;
@@ -346,6 +337,16 @@ static int sim_setup(struct sim *s, const struct moe_sim_config *cfg,
 		moe_profile_free(&sub);
 		if (err)
 			return err;
+		err = agent_memmap_init(&c->map, pc.n_layers, t->n_experts, 0, t->n_experts,
+					c->n_slots);
+		if (err)
+			return err;
+		err = agent_slots_init(&c->slots, &c->map.view, c->policy);
+		if (err) {
+			agent_memmap_free(&c->map);
+			return err;
+		}
+		c->ready = true;
 	}
 	return 0;
 }
@@ -413,17 +414,18 @@ int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg
 
 			s.stamp = step + 1;
 			out->steps++;
+			/* The acquire: hits pinned, then each miss filled and pinned. */
 			if (s.tm)
 				moe_timing_step_begin(s.tm);
 			for (uint32_t j = 0; j < k; j++) {
 				uint32_t id = l * t->n_experts + sel[j];
 
-				s.need_stamp[id] = s.stamp;
 				out->accesses++;
 				out->decode_accesses += v->tokens[i]->phase == MOE_TRACE_DECODE;
 				if (s.id_slot[id] != SIM_NONE) {
 					out->hits++;
 					out->decode_hits += v->tokens[i]->phase == MOE_TRACE_DECODE;
+					sim_pin(&s, c, s.id_slot[id]);
 					if (s.pf_pending[id]) {
 						s.pf_pending[id] = false;
 						out->prefetch_saved++;
@@ -454,6 +456,7 @@ int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg
 				if (err)
 					goto out;
 			}
+			sim_unpin_all(&s, c);
 			n = 0;
 			if (pred) {
 				moe_predictor_observe(pred, l, sel, k);

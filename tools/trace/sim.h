@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Trace-driven simulation of an expert cache, running libmoepolicy's
- * policies exactly as moecached does.
+ * Trace-driven simulation of an expert cache: moecached's own slot choice
+ * (agent/slots.c, over a map region in memory) and policies.
  *
  * A step is one layer of one token. The step's experts are accessed first
  * (hits counted), then every miss is filled: into a free slot, or over a

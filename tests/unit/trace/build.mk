@@ -1,5 +1,5 @@
 # Unit tests of the trace reader and the simulator (libmoetrace over
-# libmoepolicy), and the moecache-trace CLI. The checks on ../shared/traces
+# libmoeagent and libmoepolicy), and the moecache-trace CLI. The checks on ../shared/traces
 # skip when it is absent.
 TRACE_UNIT_TEST := $(TESTOUT)/unit/trace
 TRACE_UNIT_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(sort $(wildcard tests/unit/trace/*.c)))
@@ -10,7 +10,7 @@ DEB_PACKAGES += libcriterion-dev libjson-c-dev
 $(OBJ)/tests/unit/trace/%.o: CFLAGS += -I. $(CRIT_CFLAGS)
 
 # test_cli.c runs the CLI from build/bin.
-$(TRACE_UNIT_TEST): $(TRACE_UNIT_OBJS) $(LIBOUT)/libmoetrace.a $(LIBOUT)/libmoepolicy.a \
-		    | $(BIN)/moecache-trace
+$(TRACE_UNIT_TEST): $(TRACE_UNIT_OBJS) $(LIBOUT)/libmoetrace.a $(LIBOUT)/libmoeagent.a \
+		    $(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a | $(BIN)/moecache-trace
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JSONC_LIBS) -lm

@@ -8,6 +8,9 @@ VM_TESTS  += $(STRESS_BIN)
 # With no arguments: 20 s, 3 readers, 5 agents; ends "moecache-stress: 1 passed, 0 failed".
 VM_SUITES += moecache-stress
 
+# The map readers are libmoecache's (lib/mc_atomic.h).
+$(OBJ)/tests/stress/%.o: CFLAGS += -I.
+
 $(STRESS_BIN): $(OBJ)/tests/stress/ordering.o
 	@mkdir -p $(dir $@)
 	$(CC) -static $(LDFLAGS) -o $@ $^

@@ -39,6 +39,8 @@
 
 #include <moecache.h>
 
+#include "lib/mc_atomic.h"
+
 #define ST_LAYERS 4
 #define ST_EXPERTS 16
 #define ST_SLOTS 8
@@ -119,11 +121,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint32_t load_acquire(const uint32_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
 static uint64_t tag_of(uint32_t gen, uint32_t idx)
@@ -323,14 +320,12 @@ static void reader_lockfree(const struct st_view *v, uint32_t idx, uint64_t *rng
 			    struct st_counters *c, const char *who)
 {
 	const volatile uint64_t *w;
-	uint32_t s1, s2, slot, own;
+	uint32_t s1, slot, own;
 	uint64_t first, mid, last;
 	size_t n = v->stride / sizeof(uint64_t);
 
-	do
-		s1 = load_acquire(&v->hdr->seq);
-	while (s1 & 1);
-	slot = load_acquire(&v->map[idx]);
+	s1 = mc_seq_read_begin(&v->hdr->seq);
+	slot = mc_load_acquire_u32(&v->map[idx]);
 	if (slot == MOECACHE_NONE)
 		return;
 	if (slot >= v->n_slots) {
@@ -345,10 +340,7 @@ static void reader_lockfree(const struct st_view *v, uint32_t idx, uint64_t *rng
 	first = w[0];
 	mid = w[n / 2];
 	last = w[n - 1];
-	/* The reads above complete before seq is read again. */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	s2 = __atomic_load_n(&v->hdr->seq, __ATOMIC_RELAXED);
-	if (s1 != s2) {
+	if (mc_seq_read_retry(&v->hdr->seq, s1)) {
 		c->lockfree_retry++;
 		return;
 	}
@@ -397,10 +389,10 @@ static void reader_pinned(const struct st_view *v, uint32_t idx, uint64_t *rng,
 		if (again != tag)
 			st_report(c, who, "pinned slot %u changed from %llx to %llx", slot,
 				  (unsigned long long)tag, (unsigned long long)again);
-		if (load_acquire(&v->map[idx]) != slot ||
+		if (mc_load_acquire_u32(&v->map[idx]) != slot ||
 		    __atomic_load_n(&v->owner[slot], __ATOMIC_RELAXED) != idx)
 			st_report(c, who, "pinned slot %u for idx %u: map 0x%x owner 0x%x", slot,
-				  idx, load_acquire(&v->map[idx]), v->owner[slot]);
+				  idx, mc_load_acquire_u32(&v->map[idx]), v->owner[slot]);
 		c->pin_checks++;
 	}
 	if (ioctl(v->fd, MOECACHE_IOC_RELEASE, &r) < 0)

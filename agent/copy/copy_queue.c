@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "copy_queue.h"
@@ -75,21 +76,68 @@ void agent_done_signal(int done_fd)
 	(void)n; /* fails only if the counter would overflow: readable then anyway */
 }
 
-int agent_done_collect(int done_fd, pthread_mutex_t *lock, struct agent_copy_queue *done,
-		       uint32_t *inflight, struct agent_copy *out, uint32_t max)
+int agent_copy_engine_init(struct agent_copy_engine *e, uint32_t copy_delay_us)
 {
+	memset(e, 0, sizeof(*e));
+	e->copy_delay_us = copy_delay_us;
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->work, NULL);
+	e->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	return e->done_fd < 0 ? -errno : 0;
+}
+
+void agent_copy_engine_fini(struct agent_copy_engine *e)
+{
+	agent_copy_queue_free(&e->done);
+	if (e->done_fd >= 0)
+		close(e->done_fd);
+	e->done_fd = -1;
+	pthread_cond_destroy(&e->work);
+	pthread_mutex_destroy(&e->lock);
+}
+
+int agent_copy_engine_completion_fd(const void *priv)
+{
+	const struct agent_copy_engine *e = priv;
+
+	return e->done_fd;
+}
+
+int agent_copy_engine_completions(void *priv, struct agent_copy *out, uint32_t max)
+{
+	struct agent_copy_engine *e = priv;
 	uint64_t count;
 	uint32_t n = 0;
 
 	/* Clear the eventfd first: a copy finishing after it re-arms it. */
-	if (read(done_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+	if (read(e->done_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
 		return -errno;
-	pthread_mutex_lock(lock);
-	while (n < max && agent_copy_queue_pop(done, &out[n]))
+	pthread_mutex_lock(&e->lock);
+	while (n < max && agent_copy_queue_pop(&e->done, &out[n]))
 		n++;
-	*inflight -= n;
-	if (done->len) /* more than max were waiting: stay readable */
-		agent_done_signal(done_fd);
-	pthread_mutex_unlock(lock);
+	e->inflight -= n;
+	if (e->done.len) /* more than max were waiting: stay readable */
+		agent_done_signal(e->done_fd);
+	pthread_mutex_unlock(&e->lock);
 	return (int)n;
+}
+
+uint32_t agent_copy_engine_inflight(const void *priv)
+{
+	struct agent_copy_engine *e = (struct agent_copy_engine *)priv;
+	uint32_t n;
+
+	pthread_mutex_lock(&e->lock);
+	n = e->inflight;
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+void agent_copy_engine_set_delay(void *priv, uint32_t copy_delay_us)
+{
+	struct agent_copy_engine *e = priv;
+
+	pthread_mutex_lock(&e->lock);
+	e->copy_delay_us = copy_delay_us;
+	pthread_mutex_unlock(&e->lock);
 }

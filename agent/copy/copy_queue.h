@@ -43,12 +43,30 @@ void agent_copy_queue_free(struct agent_copy_queue *q);
 
 /* Makes done_fd readable: a copy finished. */
 void agent_done_signal(int done_fd);
+
 /*
- * Collects up to max finished copies from done under lock and takes them
- * off *inflight; returns how many, or -errno. done_fd stays readable while
- * more are waiting.
+ * The state every engine keeps the same way, first in its private struct
+ * so that the shared ops below take the engine's priv as it is.
  */
-int agent_done_collect(int done_fd, pthread_mutex_t *lock, struct agent_copy_queue *done,
-		       uint32_t *inflight, struct agent_copy *out, uint32_t max);
+struct agent_copy_engine {
+	pthread_mutex_t lock; /* the engine's threads against the pool's calls */
+	pthread_cond_t work;  /* copies queued, or stopping */
+	struct agent_copy_queue done; /* finished, not collected */
+	uint32_t inflight;	      /* accepted and not collected */
+	uint32_t copy_delay_us;	      /* tests: a pause in the middle of each copy */
+	bool stopping;
+	int done_fd; /* eventfd: done is not empty */
+};
+
+/* The lock, the condition and the eventfd: 0 or -errno; fini is safe after either. */
+int agent_copy_engine_init(struct agent_copy_engine *e, uint32_t copy_delay_us);
+void agent_copy_engine_fini(struct agent_copy_engine *e);
+
+/* The ops every engine shares (struct agent_backend_ops): priv starts with the engine. */
+int agent_copy_engine_completion_fd(const void *priv);
+/* Collects up to max finished copies; done_fd stays readable while more wait. */
+int agent_copy_engine_completions(void *priv, struct agent_copy *out, uint32_t max);
+uint32_t agent_copy_engine_inflight(const void *priv);
+void agent_copy_engine_set_delay(void *priv, uint32_t copy_delay_us);
 
 #endif /* MOECACHE_AGENT_COPY_QUEUE_H */

@@ -20,22 +20,17 @@
 
 /* A growable FIFO of copies. */
 struct cpu_backend {
+	struct agent_copy_engine eng; /* first: the shared ops take priv as it */
 	struct agent_backend_config cfg;
 	char name[MOECACHE_NAME_LEN + 16];
 	int memfd;
 	void *bank;
 	uint64_t bank_bytes;
 	uint64_t slot_stride;
-	uint32_t copy_delay_us; /* read by workers, under lock */
 
-	pthread_mutex_t lock;
-	pthread_cond_t work;
+	/* Under eng.lock. */
 	struct agent_copy_queue demand;	/* copies a client waits for: first */
 	struct agent_copy_queue prefetch; /* predictions and warm-up: when idle */
-	struct agent_copy_queue done;
-	uint32_t inflight; /* queued + copying + done but not collected */
-	bool stopping;
-	int done_fd; /* eventfd: done is not empty */
 	pthread_t *threads;
 	uint32_t n_threads;
 };
@@ -67,26 +62,26 @@ static void *cpu_worker(void *arg)
 	struct cpu_backend *cb = arg;
 	struct agent_copy c;
 
-	pthread_mutex_lock(&cb->lock);
+	pthread_mutex_lock(&cb->eng.lock);
 	for (;;) {
 		uint32_t delay;
 
 		while (!agent_copy_queue_pop(&cb->demand, &c) && !agent_copy_queue_pop(&cb->prefetch, &c)) {
-			if (cb->stopping) {
-				pthread_mutex_unlock(&cb->lock);
+			if (cb->eng.stopping) {
+				pthread_mutex_unlock(&cb->eng.lock);
 				return NULL;
 			}
-			pthread_cond_wait(&cb->work, &cb->lock);
+			pthread_cond_wait(&cb->eng.work, &cb->eng.lock);
 		}
-		delay = cb->copy_delay_us;
-		pthread_mutex_unlock(&cb->lock);
+		delay = cb->eng.copy_delay_us;
+		pthread_mutex_unlock(&cb->eng.lock);
 
 		cpu_do_copy(cb, &c, delay);
 
-		pthread_mutex_lock(&cb->lock);
+		pthread_mutex_lock(&cb->eng.lock);
 		/* Cannot fail: cpu_copy reserved room for every copy in flight. */
-		agent_copy_queue_push(&cb->done, &c);
-		agent_done_signal(cb->done_fd);
+		agent_copy_queue_push(&cb->eng.done, &c);
+		agent_done_signal(cb->eng.done_fd);
 	}
 }
 
@@ -96,24 +91,20 @@ static void cpu_destroy(void *priv)
 
 	if (!cb)
 		return;
-	pthread_mutex_lock(&cb->lock);
-	cb->stopping = true;
-	pthread_cond_broadcast(&cb->work);
-	pthread_mutex_unlock(&cb->lock);
+	pthread_mutex_lock(&cb->eng.lock);
+	cb->eng.stopping = true;
+	pthread_cond_broadcast(&cb->eng.work);
+	pthread_mutex_unlock(&cb->eng.lock);
 	for (uint32_t i = 0; i < cb->n_threads; i++)
 		pthread_join(cb->threads[i], NULL);
 	free(cb->threads);
 	free(cb->demand.items);
 	free(cb->prefetch.items);
-	free(cb->done.items);
 	if (cb->bank)
 		munmap(cb->bank, cb->bank_bytes);
 	if (cb->memfd >= 0)
 		close(cb->memfd);
-	if (cb->done_fd >= 0)
-		close(cb->done_fd);
-	pthread_cond_destroy(&cb->work);
-	pthread_mutex_destroy(&cb->lock);
+	agent_copy_engine_fini(&cb->eng);
 	free(cb);
 }
 
@@ -128,17 +119,12 @@ static int cpu_create(const struct agent_backend_config *cfg, void **priv)
 		return -ENOMEM;
 	cb->cfg = *cfg;
 	cb->memfd = -1;
-	cb->copy_delay_us = cfg->copy_delay_us;
 	cb->slot_stride = (cfg->expert_bytes + page - 1) / page * page;
 	snprintf(cb->name, sizeof(cb->name), "moecache-bank:%s", cfg->pool ? cfg->pool : "");
 	cb->bank_bytes = cb->slot_stride * cfg->n_slots;
-	pthread_mutex_init(&cb->lock, NULL);
-	pthread_cond_init(&cb->work, NULL);
-	cb->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (cb->done_fd < 0) {
-		ret = -errno;
+	ret = agent_copy_engine_init(&cb->eng, cfg->copy_delay_us);
+	if (ret)
 		goto err;
-	}
 	cb->threads = calloc(cfg->copy_threads, sizeof(*cb->threads));
 	if (!cb->threads) {
 		ret = -ENOMEM;
@@ -238,52 +224,22 @@ static int cpu_copy(void *priv, const struct agent_copy *c)
 
 	if (!cb->bank || c->slot >= cb->cfg.n_slots || !c->src)
 		return -EINVAL;
-	pthread_mutex_lock(&cb->lock);
-	ret = agent_copy_queue_reserve(&cb->done, cb->inflight + 1);
+	pthread_mutex_lock(&cb->eng.lock);
+	ret = agent_copy_queue_reserve(&cb->eng.done, cb->eng.inflight + 1);
 	if (!ret)
 		ret = agent_copy_queue_push(
 		    c->flags & MOECACHE_FILL_PREFETCH ? &cb->prefetch : &cb->demand, c);
 	if (!ret) {
-		cb->inflight++;
-		pthread_cond_signal(&cb->work);
+		cb->eng.inflight++;
+		pthread_cond_signal(&cb->eng.work);
 	}
-	pthread_mutex_unlock(&cb->lock);
+	pthread_mutex_unlock(&cb->eng.lock);
 	return ret;
 }
 
-static int cpu_completion_fd(const void *priv)
-{
-	const struct cpu_backend *cb = priv;
 
-	return cb->done_fd;
-}
 
-static int cpu_completions(void *priv, struct agent_copy *out, uint32_t max)
-{
-	struct cpu_backend *cb = priv;
 
-	return agent_done_collect(cb->done_fd, &cb->lock, &cb->done, &cb->inflight, out, max);
-}
-
-static uint32_t cpu_inflight(const void *priv)
-{
-	struct cpu_backend *cb = (struct cpu_backend *)priv;
-	uint32_t n;
-
-	pthread_mutex_lock(&cb->lock);
-	n = cb->inflight;
-	pthread_mutex_unlock(&cb->lock);
-	return n;
-}
-
-static void cpu_set_delay(void *priv, uint32_t copy_delay_us)
-{
-	struct cpu_backend *cb = priv;
-
-	pthread_mutex_lock(&cb->lock);
-	cb->copy_delay_us = copy_delay_us;
-	pthread_mutex_unlock(&cb->lock);
-}
 
 const struct agent_backend_ops agent_cpu_backend = {
     .name = "cpu",
@@ -294,8 +250,8 @@ const struct agent_backend_ops agent_cpu_backend = {
     .bank_adopt = cpu_bank_adopt,
     .slot = cpu_slot,
     .copy = cpu_copy,
-    .completion_fd = cpu_completion_fd,
-    .completions = cpu_completions,
-    .inflight = cpu_inflight,
-    .set_delay = cpu_set_delay,
+    .completion_fd = agent_copy_engine_completion_fd,
+    .completions = agent_copy_engine_completions,
+    .inflight = agent_copy_engine_inflight,
+    .set_delay = agent_copy_engine_set_delay,
 };

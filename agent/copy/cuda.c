@@ -55,6 +55,7 @@ struct cuda_queue {
 };
 
 struct cuda_backend {
+	struct agent_copy_engine eng; /* first: the shared ops take priv as it */
 	struct agent_backend_config cfg;
 	struct mc_gpu_params params;
 	char pool[MOECACHE_NAME_LEN];
@@ -81,17 +82,11 @@ struct cuda_backend {
 
 	struct mc_gpu_ranges host; /* host ranges registered (or tried) */
 
-	pthread_mutex_t lock;
-	pthread_cond_t work;
+	/* Under eng.lock. */
 	struct cuda_queue *queues;
 	uint32_t n_queues;
 	cu_event *spare_events;
 	uint32_t n_spare, cap_spare;
-	struct agent_copy_queue done; /* finished copies */
-	uint32_t inflight; /* submitted, not collected */
-	uint32_t copy_delay_us;
-	bool stopping;
-	int done_fd;
 	pthread_t thread;
 	bool thread_started;
 };
@@ -231,10 +226,10 @@ static bool cuda_queue_progress(struct cuda_backend *cb, struct cuda_queue *q, u
 			agent_logf(NULL, LOG_ERR, cuda_pool_name(cb),
 				   "cuda: copy into slot %u failed: %s", h->c.slot,
 				   mc_cuda_error_name(&cb->cu, res));
-		agent_copy_queue_push(&cb->done, &h->c); /* reserved by cuda_copy */
+		agent_copy_queue_push(&cb->eng.done, &h->c); /* reserved by cuda_copy */
 		cuda_put_event(cb, h->done);
 		cuda_queue_pop(q);
-		agent_done_signal(cb->done_fd);
+		agent_done_signal(cb->eng.done_fd);
 		moved = true;
 	}
 	return moved;
@@ -247,7 +242,7 @@ static void *cuda_completion_thread(void *arg)
 
 	/* The thread's own current context: events belong to it. */
 	cb->cu.cuCtxSetCurrent(cb->ctx);
-	pthread_mutex_lock(&cb->lock);
+	pthread_mutex_lock(&cb->eng.lock);
 	for (;;) {
 		uint64_t wait_ns = UINT64_MAX;
 		uint32_t busy = 0, last = 0;
@@ -261,10 +256,10 @@ static void *cuda_completion_thread(void *arg)
 			}
 		}
 		if (!busy) {
-			if (cb->stopping)
+			if (cb->eng.stopping)
 				break;
 			poll_ns = CUDA_POLL_MIN_NS;
-			pthread_cond_wait(&cb->work, &cb->lock);
+			pthread_cond_wait(&cb->eng.work, &cb->eng.lock);
 			continue;
 		}
 		if (moved) {
@@ -275,18 +270,18 @@ static void *cuda_completion_thread(void *arg)
 			/* One stream busy: sleep in the driver until its oldest copy ends. */
 			cu_event ev = cuda_queue_head(&cb->queues[last])->done;
 
-			pthread_mutex_unlock(&cb->lock);
+			pthread_mutex_unlock(&cb->eng.lock);
 			cb->cu.cuEventSynchronize(ev);
-			pthread_mutex_lock(&cb->lock);
+			pthread_mutex_lock(&cb->eng.lock);
 			continue;
 		}
-		pthread_mutex_unlock(&cb->lock);
+		pthread_mutex_unlock(&cb->eng.lock);
 		cuda_sleep_ns(wait_ns < poll_ns ? wait_ns : poll_ns);
-		pthread_mutex_lock(&cb->lock);
+		pthread_mutex_lock(&cb->eng.lock);
 		if (poll_ns < CUDA_POLL_MAX_NS)
 			poll_ns *= 2;
 	}
-	pthread_mutex_unlock(&cb->lock);
+	pthread_mutex_unlock(&cb->eng.lock);
 	return NULL;
 }
 
@@ -317,10 +312,10 @@ static void cuda_destroy(void *priv)
 	if (!cb)
 		return;
 	if (cb->thread_started) {
-		pthread_mutex_lock(&cb->lock);
-		cb->stopping = true;
-		pthread_cond_broadcast(&cb->work);
-		pthread_mutex_unlock(&cb->lock);
+		pthread_mutex_lock(&cb->eng.lock);
+		cb->eng.stopping = true;
+		pthread_cond_broadcast(&cb->eng.work);
+		pthread_mutex_unlock(&cb->eng.lock);
 	}
 	if (cb->bound) {
 		cb->cu.cuCtxSetCurrent(cb->ctx);
@@ -331,7 +326,7 @@ static void cuda_destroy(void *priv)
 	}
 	if (cb->thread_started) {
 		/* The queues are drained by now: the thread sees them empty and ends. */
-		pthread_mutex_lock(&cb->lock);
+		pthread_mutex_lock(&cb->eng.lock);
 		for (uint32_t i = 0; i < cb->n_queues; i++) {
 			struct cuda_queue *q = &cb->queues[i];
 
@@ -340,8 +335,8 @@ static void cuda_destroy(void *priv)
 				cuda_queue_pop(q);
 			}
 		}
-		pthread_cond_broadcast(&cb->work);
-		pthread_mutex_unlock(&cb->lock);
+		pthread_cond_broadcast(&cb->eng.work);
+		pthread_mutex_unlock(&cb->eng.lock);
 		pthread_join(cb->thread, NULL);
 	}
 	if (cb->bound) {
@@ -360,14 +355,10 @@ static void cuda_destroy(void *priv)
 	}
 	free(cb->queues);
 	free(cb->spare_events);
-	agent_copy_queue_free(&cb->done);
 	mc_gpu_ranges_free(&cb->host);
-	if (cb->done_fd >= 0)
-		close(cb->done_fd);
 	if (cb->bank_fd >= 0)
 		close(cb->bank_fd);
-	pthread_cond_destroy(&cb->work);
-	pthread_mutex_destroy(&cb->lock);
+	agent_copy_engine_fini(&cb->eng);
 	if (cb->cu.lib)
 		mc_cuda_api_unload(&cb->cu);
 	free(cb);
@@ -389,16 +380,17 @@ int mc_cuda_backend_create(const struct agent_backend_config *cfg,
 		return -ENOMEM;
 	cb->cfg = *cfg;
 	cb->bank_fd = -1;
-	cb->done_fd = -1;
 	cb->ordinal = -1;
-	cb->copy_delay_us = cfg->copy_delay_us;
+	ret = agent_copy_engine_init(&cb->eng, cfg->copy_delay_us);
+	if (ret) {
+		snprintf(cb->err, sizeof(cb->err), "eventfd: %s", strerror(-ret));
+		goto err;
+	}
 	if (params)
 		cb->params = *params;
 	mc_gpu_params_from_env(&cb->params);
 	snprintf(cb->pool, sizeof(cb->pool), "%s", cfg->pool ? cfg->pool : "");
 	cb->cfg.pool = cb->pool;
-	pthread_mutex_init(&cb->lock, NULL);
-	pthread_cond_init(&cb->work, NULL);
 	if (cb->params.devices) {
 		if (strlen(cb->params.devices) >= sizeof(cb->devices)) {
 			snprintf(cb->err, sizeof(cb->err), "the GPU device list is too long");
@@ -426,9 +418,8 @@ int mc_cuda_backend_create(const struct agent_backend_config *cfg,
 		goto err_logged;
 	cb->n_queues = mc_gpu_queue_count(&cb->params, cfg->copy_threads);
 	cb->queues = calloc(cb->n_queues, sizeof(*cb->queues));
-	cb->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!cb->queues || cb->done_fd < 0) {
-		ret = cb->queues ? -errno : -ENOMEM;
+	if (!cb->queues) {
+		ret = -ENOMEM;
 		goto err;
 	}
 	*priv = cb;
@@ -852,22 +843,22 @@ static int cuda_copy(void *priv, const struct agent_copy *c)
 		return -EINVAL;
 	cc.c.status = 0;
 	cc.dst = cb->base + (uint64_t)c->slot * cb->slot_stride;
-	pthread_mutex_lock(&cb->lock);
+	pthread_mutex_lock(&cb->eng.lock);
 	ret = cuda_set_ctx(cb);
 	if (!ret)
 		ret = cuda_host_range(cb, c->src, cb->cfg.expert_bytes);
 	if (!ret)
-		ret = agent_copy_queue_reserve(&cb->done, cb->inflight + 1);
+		ret = agent_copy_queue_reserve(&cb->eng.done, cb->eng.inflight + 1);
 	if (!ret)
 		ret = cuda_get_event(cb, &cc.done);
 	if (ret)
 		goto out;
 	first_bytes = cb->cfg.expert_bytes;
-	if (cb->copy_delay_us && cb->cfg.expert_bytes > 1) {
+	if (cb->eng.copy_delay_us && cb->cfg.expert_bytes > 1) {
 		/* Half now, half after the delay: tests see a slot half-written. */
 		first_bytes = cb->cfg.expert_bytes / 2;
 		cc.rest_off = first_bytes;
-		cc.rest_at_ns = mc_gpu_now_ns() + (uint64_t)cb->copy_delay_us * 1000u;
+		cc.rest_at_ns = mc_gpu_now_ns() + (uint64_t)cb->eng.copy_delay_us * 1000u;
 	}
 	q = cuda_pick_queue(cb, c->flags);
 	res = cb->cu.cuMemcpyHtoDAsync(cc.dst, c->src, first_bytes, q->stream);
@@ -885,46 +876,16 @@ static int cuda_copy(void *priv, const struct agent_copy *c)
 		cuda_put_event(cb, cc.done);
 		goto out;
 	}
-	cb->inflight++;
-	pthread_cond_signal(&cb->work);
+	cb->eng.inflight++;
+	pthread_cond_signal(&cb->eng.work);
 out:
-	pthread_mutex_unlock(&cb->lock);
+	pthread_mutex_unlock(&cb->eng.lock);
 	return ret;
 }
 
-static int cuda_completion_fd(const void *priv)
-{
-	const struct cuda_backend *cb = priv;
 
-	return cb->done_fd;
-}
 
-static int cuda_completions(void *priv, struct agent_copy *out, uint32_t max)
-{
-	struct cuda_backend *cb = priv;
 
-	return agent_done_collect(cb->done_fd, &cb->lock, &cb->done, &cb->inflight, out, max);
-}
-
-static uint32_t cuda_inflight(const void *priv)
-{
-	struct cuda_backend *cb = (struct cuda_backend *)priv;
-	uint32_t n;
-
-	pthread_mutex_lock(&cb->lock);
-	n = cb->inflight;
-	pthread_mutex_unlock(&cb->lock);
-	return n;
-}
-
-static void cuda_set_delay(void *priv, uint32_t copy_delay_us)
-{
-	struct cuda_backend *cb = priv;
-
-	pthread_mutex_lock(&cb->lock);
-	cb->copy_delay_us = copy_delay_us;
-	pthread_mutex_unlock(&cb->lock);
-}
 
 const struct agent_backend_ops agent_cuda_backend = {
     .name = "cuda",
@@ -935,8 +896,8 @@ const struct agent_backend_ops agent_cuda_backend = {
     .bank_adopt = cuda_bank_adopt,
     .slot = cuda_slot,
     .copy = cuda_copy,
-    .completion_fd = cuda_completion_fd,
-    .completions = cuda_completions,
-    .inflight = cuda_inflight,
-    .set_delay = cuda_set_delay,
+    .completion_fd = agent_copy_engine_completion_fd,
+    .completions = agent_copy_engine_completions,
+    .inflight = agent_copy_engine_inflight,
+    .set_delay = agent_copy_engine_set_delay,
 };

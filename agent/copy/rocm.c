@@ -77,6 +77,7 @@ struct rocm_queue {
 };
 
 struct rocm_backend {
+	struct agent_copy_engine eng; /* first: the shared ops take priv as it */
 	struct agent_backend_config cfg;
 	struct mc_gpu_params params;
 	char pool[MOECACHE_NAME_LEN];
@@ -118,13 +119,6 @@ struct rocm_backend {
 	uint32_t n_queues;
 	HsaEvent *event;
 
-	pthread_mutex_t lock;
-	pthread_cond_t work;
-	struct agent_copy_queue done; /* finished copies */
-	uint32_t inflight;
-	uint32_t copy_delay_us;
-	bool stopping;
-	int done_fd;
 	pthread_t thread;
 	bool thread_started;
 };
@@ -230,11 +224,11 @@ static bool rocm_queue_progress(struct rocm_backend *rb, struct rocm_queue *q, u
 		if (!rocm_seq_reached(fence, h->seq))
 			break;
 		h->c.status = 0;
-		agent_copy_queue_push(&rb->done, &h->c); /* reserved by rocm_copy */
+		agent_copy_queue_push(&rb->eng.done, &h->c); /* reserved by rocm_copy */
 		q->consumed = h->end;
 		q->head = (q->head + 1) % q->cap;
 		q->len--;
-		agent_done_signal(rb->done_fd);
+		agent_done_signal(rb->eng.done_fd);
 		moved = true;
 	}
 	return moved;
@@ -244,7 +238,7 @@ static void *rocm_completion_thread(void *arg)
 {
 	struct rocm_backend *rb = arg;
 
-	pthread_mutex_lock(&rb->lock);
+	pthread_mutex_lock(&rb->eng.lock);
 	for (;;) {
 		uint64_t wait_ns = UINT64_MAX;
 		bool moved = false, busy = false;
@@ -254,14 +248,14 @@ static void *rocm_completion_thread(void *arg)
 			busy |= rb->queues[i].len != 0;
 		}
 		if (!busy) {
-			if (rb->stopping)
+			if (rb->eng.stopping)
 				break;
-			pthread_cond_wait(&rb->work, &rb->lock);
+			pthread_cond_wait(&rb->eng.work, &rb->eng.lock);
 			continue;
 		}
 		if (moved)
 			continue;
-		pthread_mutex_unlock(&rb->lock);
+		pthread_mutex_unlock(&rb->eng.lock);
 		if (rb->event && wait_ns == UINT64_MAX) {
 			rb->kmt.hsaKmtWaitOnEvent(rb->event, ROCM_EVENT_WAIT_MS);
 		} else {
@@ -270,9 +264,9 @@ static void *rocm_completion_thread(void *arg)
 
 			nanosleep(&ts, NULL);
 		}
-		pthread_mutex_lock(&rb->lock);
+		pthread_mutex_lock(&rb->eng.lock);
 	}
-	pthread_mutex_unlock(&rb->lock);
+	pthread_mutex_unlock(&rb->eng.lock);
 	return NULL;
 }
 
@@ -327,18 +321,18 @@ static void rocm_destroy(void *priv)
 	if (!rb)
 		return;
 	if (rb->thread_started) {
-		pthread_mutex_lock(&rb->lock);
-		rb->stopping = true;
-		pthread_mutex_unlock(&rb->lock);
+		pthread_mutex_lock(&rb->eng.lock);
+		rb->eng.stopping = true;
+		pthread_mutex_unlock(&rb->eng.lock);
 	}
 	if (rb->bound)
 		rocm_drain(rb);
 	if (rb->thread_started) {
-		pthread_mutex_lock(&rb->lock);
+		pthread_mutex_lock(&rb->eng.lock);
 		for (uint32_t i = 0; i < rb->n_queues; i++)
 			rb->queues[i].len = 0; /* completions are dropped */
-		pthread_cond_broadcast(&rb->work);
-		pthread_mutex_unlock(&rb->lock);
+		pthread_cond_broadcast(&rb->eng.work);
+		pthread_mutex_unlock(&rb->eng.lock);
 		pthread_join(rb->thread, NULL);
 	}
 	for (uint32_t i = 0; rb->queues && i < rb->n_queues; i++) {
@@ -372,12 +366,8 @@ static void rocm_destroy(void *priv)
 	if (rb->kfd_open)
 		rb->kmt.hsaKmtCloseKFD();
 	free(rb->queues);
-	agent_copy_queue_free(&rb->done);
 	mc_gpu_ranges_free(&rb->host);
-	if (rb->done_fd >= 0)
-		close(rb->done_fd);
-	pthread_cond_destroy(&rb->work);
-	pthread_mutex_destroy(&rb->lock);
+	agent_copy_engine_fini(&rb->eng);
 	if (rb->drm.lib)
 		mc_drm_amdgpu_api_unload(&rb->drm);
 	if (rb->kmt.lib)
@@ -428,16 +418,17 @@ int mc_rocm_backend_create(const struct agent_backend_config *cfg,
 	rb->cfg = *cfg;
 	rb->bank_fd = -1;
 	rb->drm_fd = -1;
-	rb->done_fd = -1;
 	rb->gpu = -1;
-	rb->copy_delay_us = cfg->copy_delay_us;
+	ret = agent_copy_engine_init(&rb->eng, cfg->copy_delay_us);
+	if (ret) {
+		snprintf(rb->err, sizeof(rb->err), "eventfd: %s", strerror(-ret));
+		goto err;
+	}
 	if (params)
 		rb->params = *params;
 	mc_gpu_params_from_env(&rb->params);
 	snprintf(rb->pool, sizeof(rb->pool), "%s", cfg->pool ? cfg->pool : "");
 	rb->cfg.pool = rb->pool;
-	pthread_mutex_init(&rb->lock, NULL);
-	pthread_cond_init(&rb->work, NULL);
 	if (rb->params.devices) {
 		if (strlen(rb->params.devices) >= sizeof(rb->devices)) {
 			snprintf(rb->err, sizeof(rb->err), "the GPU device list is too long");
@@ -477,9 +468,8 @@ int mc_rocm_backend_create(const struct agent_backend_config *cfg,
 		goto err_logged;
 	rb->n_queues = mc_gpu_queue_count(&rb->params, cfg->copy_threads);
 	rb->queues = calloc(rb->n_queues, sizeof(*rb->queues));
-	rb->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!rb->queues || rb->done_fd < 0) {
-		ret = rb->queues ? -errno : -ENOMEM;
+	if (!rb->queues) {
+		ret = -ENOMEM;
 		goto err;
 	}
 	*priv = rb;
@@ -964,21 +954,21 @@ static int rocm_copy(void *priv, const struct agent_copy *c)
 	dw = malloc((size_t)max_dw * 4);
 	if (!dw)
 		return -ENOMEM;
-	pthread_mutex_lock(&rb->lock);
+	pthread_mutex_lock(&rb->eng.lock);
 	ret = rocm_host_range(rb, c->src, size, false, &range);
 	if (!ret)
-		ret = agent_copy_queue_reserve(&rb->done, rb->inflight + 1);
+		ret = agent_copy_queue_reserve(&rb->eng.done, rb->eng.inflight + 1);
 	if (ret)
 		goto out;
 	src = range->device_addr + ((uintptr_t)c->src - range->start);
 	dst = rb->bank_va + (uint64_t)c->slot * rb->slot_stride;
 	q = rocm_pick_queue(rb, c->flags);
 	first = size;
-	if (rb->copy_delay_us && size > 1) {
+	if (rb->eng.copy_delay_us && size > 1) {
 		/* Half, a fence, a wait on the gate word the completion thread opens, the rest. */
 		first = size / 2;
 		rc.gate_seq = ++q->seq;
-		rc.gate_at_ns = mc_gpu_now_ns() + (uint64_t)rb->copy_delay_us * 1000u;
+		rc.gate_at_ns = mc_gpu_now_ns() + (uint64_t)rb->eng.copy_delay_us * 1000u;
 		n += mc_sdma_copy(dw + n, max_dw - n, dst, src, first);
 		n += mc_sdma_fence(dw + n, q->fence_gpu, rc.gate_seq, rb->fence_mtype);
 		n += mc_sdma_poll_mem(dw + n, q->gate_gpu, rc.gate_seq, 0xffffffffu,
@@ -1011,10 +1001,10 @@ static int rocm_copy(void *priv, const struct agent_copy *c)
 		q->consumed = rc.end;
 		goto out;
 	}
-	rb->inflight++;
-	pthread_cond_signal(&rb->work);
+	rb->eng.inflight++;
+	pthread_cond_signal(&rb->eng.work);
 out:
-	pthread_mutex_unlock(&rb->lock);
+	pthread_mutex_unlock(&rb->eng.lock);
 	free(dw);
 	return ret;
 }
@@ -1036,7 +1026,7 @@ int mc_rocm_backend_read_slot(void *priv, uint32_t slot, void *dst, uint64_t byt
 	dw = malloc((size_t)max_dw * 4);
 	if (!dw)
 		return -ENOMEM;
-	pthread_mutex_lock(&rb->lock);
+	pthread_mutex_lock(&rb->eng.lock);
 	q = &rb->queues[0];
 	ret = rocm_host_range(rb, dst, bytes, true, &range);
 	if (ret)
@@ -1050,7 +1040,7 @@ int mc_rocm_backend_read_slot(void *priv, uint32_t slot, void *dst, uint64_t byt
 		q->seq--;
 	end = q->wptr;
 unlock:
-	pthread_mutex_unlock(&rb->lock);
+	pthread_mutex_unlock(&rb->eng.lock);
 	free(dw);
 	if (ret)
 		return ret;
@@ -1062,47 +1052,17 @@ unlock:
 			return -ETIMEDOUT;
 		nanosleep(&ts, NULL);
 	}
-	pthread_mutex_lock(&rb->lock);
+	pthread_mutex_lock(&rb->eng.lock);
 	/* No copy after it to move the ring's consumed mark: move it here. */
 	if (!q->len && (int64_t)(end - q->consumed) > 0)
 		q->consumed = end;
-	pthread_mutex_unlock(&rb->lock);
+	pthread_mutex_unlock(&rb->eng.lock);
 	return 0;
 }
 
-static int rocm_completion_fd(const void *priv)
-{
-	const struct rocm_backend *rb = priv;
 
-	return rb->done_fd;
-}
 
-static int rocm_completions(void *priv, struct agent_copy *out, uint32_t max)
-{
-	struct rocm_backend *rb = priv;
 
-	return agent_done_collect(rb->done_fd, &rb->lock, &rb->done, &rb->inflight, out, max);
-}
-
-static uint32_t rocm_inflight(const void *priv)
-{
-	struct rocm_backend *rb = (struct rocm_backend *)priv;
-	uint32_t n;
-
-	pthread_mutex_lock(&rb->lock);
-	n = rb->inflight;
-	pthread_mutex_unlock(&rb->lock);
-	return n;
-}
-
-static void rocm_set_delay(void *priv, uint32_t copy_delay_us)
-{
-	struct rocm_backend *rb = priv;
-
-	pthread_mutex_lock(&rb->lock);
-	rb->copy_delay_us = copy_delay_us;
-	pthread_mutex_unlock(&rb->lock);
-}
 
 const struct agent_backend_ops agent_rocm_backend = {
     .name = "rocm",
@@ -1113,8 +1073,8 @@ const struct agent_backend_ops agent_rocm_backend = {
     .bank_adopt = rocm_bank_adopt,
     .slot = rocm_slot,
     .copy = rocm_copy,
-    .completion_fd = rocm_completion_fd,
-    .completions = rocm_completions,
-    .inflight = rocm_inflight,
-    .set_delay = rocm_set_delay,
+    .completion_fd = agent_copy_engine_completion_fd,
+    .completions = agent_copy_engine_completions,
+    .inflight = agent_copy_engine_inflight,
+    .set_delay = agent_copy_engine_set_delay,
 };

@@ -280,76 +280,66 @@ int agent_config_load(struct agent_config *c, const char *path, char *err, size_
 	return ret;
 }
 
-enum {
-	OPT_POOL = 'p',
-	OPT_CONFIG = 'c',
-	OPT_BACKEND = 'b',
-	OPT_FOREGROUND = 'f',
-	OPT_HELP = 'h',
-	OPT_POLICY = 256,
-	OPT_PROFILE,
-	OPT_COPY_THREADS,
-	OPT_COPY_DELAY,
-	OPT_RETRY,
-	OPT_TICK,
-	OPT_LOG_LEVEL,
-	OPT_DEVICE,
-	OPT_RUN_DIR,
-	OPT_GPU_DEVICES,
-	OPT_GPU_BUDGET,
-	OPT_GPU_QUEUES,
-	OPT_GPU_LIBRARY,
+/*
+ * The flags: --KEY VALUE sets the configuration key KEY, as the file does
+ * ('-' is '_'); --config, --foreground and --help are handled here. The
+ * first five have a short form, the first letter.
+ */
+static const char *const agent_flags[] = {
+    "pool",	    "config",	    "backend",	     "foreground",  "help",
+    "policy",	    "profile",	    "run-dir",	     "copy-threads", "copy-delay-us",
+    "retry-ms",	    "tick-ms",	    "log-level",     "device",	     "gpu-devices",
+    "gpu-budget-mb", "gpu-queues",  "gpu-library",
 };
+#define AGENT_N_FLAGS (sizeof(agent_flags) / sizeof(agent_flags[0]))
+#define AGENT_FLAG_BASE 256
+#define AGENT_SHORT_FLAGS "p:c:b:fh"
 
-static const struct option agent_options[] = {
-    {"pool", required_argument, NULL, OPT_POOL},
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"backend", required_argument, NULL, OPT_BACKEND},
-    {"policy", required_argument, NULL, OPT_POLICY},
-    {"profile", required_argument, NULL, OPT_PROFILE},
-    {"copy-threads", required_argument, NULL, OPT_COPY_THREADS},
-    {"copy-delay-us", required_argument, NULL, OPT_COPY_DELAY},
-    {"retry-ms", required_argument, NULL, OPT_RETRY},
-    {"tick-ms", required_argument, NULL, OPT_TICK},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"device", required_argument, NULL, OPT_DEVICE},
-    {"run-dir", required_argument, NULL, OPT_RUN_DIR},
-    {"gpu-devices", required_argument, NULL, OPT_GPU_DEVICES},
-    {"gpu-budget-mb", required_argument, NULL, OPT_GPU_BUDGET},
-    {"gpu-queues", required_argument, NULL, OPT_GPU_QUEUES},
-    {"gpu-library", required_argument, NULL, OPT_GPU_LIBRARY},
-    {"foreground", no_argument, NULL, OPT_FOREGROUND},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
-};
-
-static const char *agent_option_key(int opt)
+static void agent_options_fill(struct option *o)
 {
-	for (const struct option *o = agent_options; o->name; o++)
-		if (o->val == opt)
-			return o->name;
+	for (size_t i = 0; i < AGENT_N_FLAGS; i++) {
+		bool bare = !strcmp(agent_flags[i], "foreground") || !strcmp(agent_flags[i], "help");
+
+		o[i] = (struct option){agent_flags[i], bare ? no_argument : required_argument, NULL,
+				       (int)(AGENT_FLAG_BASE + i)};
+	}
+	o[AGENT_N_FLAGS] = (struct option){NULL, 0, NULL, 0};
+}
+
+/* The long name of what getopt_long returned, or NULL for an unknown option. */
+static const char *agent_flag_name(int opt)
+{
+	if (opt >= AGENT_FLAG_BASE && (size_t)(opt - AGENT_FLAG_BASE) < AGENT_N_FLAGS)
+		return agent_flags[opt - AGENT_FLAG_BASE];
+	for (size_t i = 0; i < 5; i++)
+		if (opt == agent_flags[i][0])
+			return agent_flags[i];
 	return NULL;
 }
 
 int agent_config_from_args(struct agent_config *c, int argc, char **argv, char *err, size_t errlen)
 {
+	struct option options[AGENT_N_FLAGS + 1];
 	bool pools_from_flags = false;
+	const char *flag;
 	int opt, ret;
 
+	agent_options_fill(options);
 	agent_config_defaults(c);
 	/* Pass 1: the config file, so that flags override it whatever their order. */
 	opterr = 0;
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "p:c:b:fh", agent_options, NULL)) != -1) {
-		if (opt == OPT_HELP) {
-			snprintf(err, errlen, "%s", agent_usage);
-			return 1;
-		}
-		if (opt == '?' || opt == ':') {
+	while ((opt = getopt_long(argc, argv, AGENT_SHORT_FLAGS, options, NULL)) != -1) {
+		flag = agent_flag_name(opt);
+		if (!flag) {
 			snprintf(err, errlen, "bad option '%s'\n%s", argv[optind - 1], agent_usage);
 			return -EINVAL;
 		}
-		if (opt != OPT_CONFIG)
+		if (!strcmp(flag, "help")) {
+			snprintf(err, errlen, "%s", agent_usage);
+			return 1;
+		}
+		if (strcmp(flag, "config"))
 			continue;
 		ret = agent_copy_str(c->config_path, sizeof(c->config_path), optarg);
 		if (!ret)
@@ -363,21 +353,21 @@ int agent_config_from_args(struct agent_config *c, int argc, char **argv, char *
 	}
 	/* Pass 2: the flags. */
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "p:c:b:fh", agent_options, NULL)) != -1) {
-		if (opt == OPT_CONFIG)
+	while ((opt = getopt_long(argc, argv, AGENT_SHORT_FLAGS, options, NULL)) != -1) {
+		flag = agent_flag_name(opt);
+		if (!strcmp(flag, "config"))
 			continue;
-		if (opt == OPT_FOREGROUND) {
+		if (!strcmp(flag, "foreground")) {
 			c->foreground = true;
 			continue;
 		}
-		if (opt == OPT_POOL && !pools_from_flags) {
+		if (!strcmp(flag, "pool") && !pools_from_flags) {
 			pools_from_flags = true;
 			c->n_pools = 0;
 		}
-		ret = agent_config_set(c, agent_option_key(opt), optarg);
+		ret = agent_config_set(c, flag, optarg);
 		if (ret) {
-			snprintf(err, errlen, "bad value '%s' for --%s", optarg,
-				 agent_option_key(opt));
+			snprintf(err, errlen, "bad value '%s' for --%s", optarg, flag);
 			return ret;
 		}
 	}
@@ -388,7 +378,6 @@ int agent_config_from_args(struct agent_config *c, int argc, char **argv, char *
 	}
 	return 0;
 }
-
 int agent_config_profile_path(const struct agent_config *c, const char *pool, char *out,
 			      size_t outlen)
 {

@@ -286,10 +286,9 @@ int agent_config_load(struct agent_config *c, const char *path, char *err, size_
  * first five have a short form, the first letter.
  */
 static const char *const agent_flags[] = {
-    "pool",	    "config",	    "backend",	     "foreground",  "help",
-    "policy",	    "profile",	    "run-dir",	     "copy-threads", "copy-delay-us",
-    "retry-ms",	    "tick-ms",	    "log-level",     "device",	     "gpu-devices",
-    "gpu-budget-mb", "gpu-queues",  "gpu-library",
+    "pool",	 "config",  "backend",	    "foreground",    "help",	   "policy",
+    "profile",	 "run-dir", "copy-threads", "copy-delay-us", "retry-ms",   "tick-ms",
+    "log-level", "device",  "gpu-devices",  "gpu-budget-mb", "gpu-queues", "gpu-library",
 };
 #define AGENT_N_FLAGS (sizeof(agent_flags) / sizeof(agent_flags[0]))
 #define AGENT_FLAG_BASE 256
@@ -298,7 +297,8 @@ static const char *const agent_flags[] = {
 static void agent_options_fill(struct option *o)
 {
 	for (size_t i = 0; i < AGENT_N_FLAGS; i++) {
-		bool bare = !strcmp(agent_flags[i], "foreground") || !strcmp(agent_flags[i], "help");
+		bool bare =
+		    !strcmp(agent_flags[i], "foreground") || !strcmp(agent_flags[i], "help");
 
 		o[i] = (struct option){agent_flags[i], bare ? no_argument : required_argument, NULL,
 				       (int)(AGENT_FLAG_BASE + i)};

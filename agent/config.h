@@ -37,9 +37,9 @@ struct agent_config {
 	uint32_t retry_ms;	/* retry period while every slot is pinned */
 	uint32_t tick_ms;	/* period of the access scan */
 	/* GPU backends (lib/gpu/common.h, struct mc_gpu_params) */
-	char gpu_devices[256];	 /* "" (auto), "auto", "N,M", "POOL:N": which GPU holds a bank */
-	uint32_t gpu_budget_mb;	 /* bank MiB per GPU, shared by the pools; 0: no limit */
-	uint32_t gpu_queues;	 /* copy streams or SDMA queues per bank; 0: from copy_threads */
+	char gpu_devices[256];	    /* "" (auto), "auto", "N,M", "POOL:N": which GPU holds a bank */
+	uint32_t gpu_budget_mb;	    /* bank MiB per GPU, shared by the pools; 0: no limit */
+	uint32_t gpu_queues;	    /* copy streams or SDMA queues per bank; 0: from copy_threads */
 	char gpu_library[PATH_MAX]; /* the driver library to load; "": the default */
 	bool foreground;
 	int log_level; /* syslog priority: 3 err ... 7 debug */

@@ -11,8 +11,8 @@ static size_t memmap_align8(size_t v)
 	return (v + 7) / 8 * 8;
 }
 
-int agent_memmap_init(struct agent_memmap *f, uint32_t n_layers, uint32_t n_experts, uint32_t expert_begin,
-		  uint32_t expert_end, uint32_t n_slots)
+int agent_memmap_init(struct agent_memmap *f, uint32_t n_layers, uint32_t n_experts,
+		      uint32_t expert_begin, uint32_t expert_end, uint32_t n_slots)
 {
 	size_t n_idx = (size_t)n_layers * (expert_end - expert_begin);
 	size_t off_map = memmap_align8(sizeof(struct moecache_map_header));

@@ -246,7 +246,7 @@ static int mc_fast_acquire_kernel(struct moecache *mc, uint32_t layer, const uin
 				  uint32_t timeout_ms, struct moecache_acquire_result *res)
 {
 	uint32_t stack_out[MC_FAST_STACK], *out = stack_out;
-	struct moecache_acquire arg;
+	struct moecache_acquire_result kres;
 	uint32_t n_pinned = 0;
 	int ret;
 
@@ -255,8 +255,8 @@ static int mc_fast_acquire_kernel(struct moecache *mc, uint32_t layer, const uin
 		if (!out)
 			return -ENOMEM;
 	}
-	mc_fill_acquire(&arg, layer, experts, count, slots, flags, timeout_ms);
-	ret = mc_ioctl(mc, MOECACHE_IOC_ACQUIRE, &arg);
+	ret =
+	    mc_kernel_acquire(mc, NULL, 0, layer, experts, count, slots, flags, timeout_ms, &kres);
 	if (!ret)
 		ret = mc_pinned_slots(mc, slots, count, out, &n_pinned);
 	if (ret)
@@ -268,10 +268,8 @@ static int mc_fast_acquire_kernel(struct moecache *mc, uint32_t layer, const uin
 			slots[i] = MOECACHE_NONE;
 		goto out;
 	}
-	if (res) {
-		res->n_hits = arg.n_hits;
-		res->n_pinned = arg.n_pinned;
-	}
+	if (res)
+		*res = kres;
 out:
 	if (out != stack_out)
 		free(out);

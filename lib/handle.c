@@ -10,34 +10,6 @@
 
 #include "mc_internal.h"
 
-/* No retry on EINTR: an interrupted WAIT has dropped its pins and must be the caller's call. */
-int mc_ioctl(const struct moecache *mc, unsigned long req, void *arg)
-{
-	int ret = ioctl(mc->fd, req, arg);
-
-	return ret < 0 ? -errno : ret;
-}
-
-int mc_check_role(const struct moecache *mc, uint32_t role_mask)
-{
-	if (!mc)
-		return -EINVAL;
-	if (!mc->attached)
-		return -ENOTCONN;
-	if (!(role_mask & MC_ROLE_BIT(mc->pool.role)))
-		return -EPERM;
-	return 0;
-}
-
-int mc_check_count(const struct moecache *mc, uint32_t count)
-{
-	if (count == 0)
-		return -EINVAL;
-	if (mc->max_batch && count > mc->max_batch)
-		return -E2BIG;
-	return 0;
-}
-
 static void mc_init(struct moecache *mc)
 {
 	memset(mc, 0, sizeof(*mc));

@@ -32,14 +32,31 @@ struct moecache {
 /* Hits taken with fast pins are reported to the driver in batches this long. */
 #define MC_REPORT_BATCH 256
 
-/* lib/client.c: an ACQUIRE argument. */
-void mc_fill_acquire(struct moecache_acquire *arg, uint32_t layer, const uint32_t *experts,
-		     uint32_t count, uint32_t *slots, uint32_t flags, uint32_t timeout_ms);
-/* The pinned entries of slots (MOECACHE_NONE skipped) into out; -EINVAL for a bad slot. */
+/*
+ * Who calls whom, without a circle: client.c (the acquire path) and
+ * handle.c call the pin mechanisms, fastpin.c and kpin.c; fastpin.c calls
+ * kpin.c for a layer with a miss; everything calls check.c, which calls
+ * nothing.
+ */
+
+/* lib/check.c: the pinned entries of slots (MOECACHE_NONE skipped) into out; -EINVAL for a bad
+ * slot. */
 int mc_pinned_slots(const struct moecache *mc, const uint32_t *slots, uint32_t count, uint32_t *out,
 		    uint32_t *n_out);
+/* lib/check.c: ACQUIRE's flags: 0 or -EINVAL. */
+int mc_check_acquire_flags(uint32_t flags);
 
-/* lib/fastpin.c: the client calls when the handle has fast pins. */
+/*
+ * lib/kpin.c: kernel pins. release_slots NULL: ACQUIRE; else
+ * ACQUIRE_RELEASE dropping release_count real slots first.
+ */
+int mc_kernel_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t release_count,
+		      uint32_t layer, const uint32_t *experts, uint32_t count, uint32_t *slots,
+		      uint32_t flags, uint32_t timeout_ms, struct moecache_acquire_result *res);
+int mc_kernel_release(struct moecache *mc, const uint32_t *slots, uint32_t count);
+int mc_kernel_release_all(struct moecache *mc);
+
+/* lib/fastpin.c: fast pins, for a handle attached with them; setup and teardown by handle.c. */
 int mc_fast_setup(struct moecache *mc);
 void mc_fast_teardown(struct moecache *mc);
 int mc_fast_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t release_count,
@@ -62,7 +79,7 @@ struct mc_bank_backend {
 
 const struct mc_bank_backend *mc_bank_backend_find(uint32_t id);
 
-/* Checks shared by the client, agent and loader calls: 0, -ENOTCONN or -EPERM. */
+/* lib/check.c: checks shared by the client, agent and loader calls: 0, -ENOTCONN or -EPERM. */
 int mc_check_role(const struct moecache *mc, uint32_t role_mask);
 #define MC_ROLE_BIT(r) (1u << (r))
 

@@ -49,8 +49,8 @@ void agent_done_signal(int done_fd);
  * so that the shared ops below take the engine's priv as it is.
  */
 struct agent_copy_engine {
-	pthread_mutex_t lock; /* the engine's threads against the pool's calls */
-	pthread_cond_t work;  /* copies queued, or stopping */
+	pthread_mutex_t lock;	      /* the engine's threads against the pool's calls */
+	pthread_cond_t work;	      /* copies queued, or stopping */
 	struct agent_copy_queue done; /* finished, not collected */
 	uint32_t inflight;	      /* accepted and not collected */
 	uint32_t copy_delay_us;	      /* tests: a pause in the middle of each copy */

@@ -1060,10 +1060,6 @@ unlock:
 	return 0;
 }
 
-
-
-
-
 const struct agent_backend_ops agent_rocm_backend = {
     .name = "rocm",
     .id = MOECACHE_BACKEND_ROCM,

@@ -768,7 +768,8 @@ static int test_policy_set_switches_victims(struct e2e *e)
 	if (e2e_hot_then_miss(e, mc, first, &kept))
 		goto out;
 	if (kept) {
-		ret = e2e_fail(e, "under lru, expert 0 was kept (want it evicted as the least recent)");
+		ret = e2e_fail(
+		    e, "under lru, expert 0 was kept (want it evicted as the least recent)");
 		goto out;
 	}
 	if (e2e_run(out, set, 30000)) {
@@ -798,7 +799,8 @@ out:
 	return ret;
 }
 
-/* The GPU settings reach the copy engine: the library named on the command line is the one loaded. */
+/* The GPU settings reach the copy engine: the library named on the command line is the one loaded.
+ */
 static int test_gpu_library_from_flags(struct e2e *e)
 {
 	static const char *const cuda[] = {"--backend", "cuda", "--gpu-library",

@@ -46,11 +46,11 @@ struct sim {
 	bool per_layer;
 	struct sim_cache *caches;
 	uint32_t n_caches;
-	uint32_t *id_slot;    /* global id -> slot in its cache */
-	uint32_t *pinned;     /* slots pinned in the current step */
+	uint32_t *id_slot; /* global id -> slot in its cache */
+	uint32_t *pinned;  /* slots pinned in the current step */
 	uint32_t n_pinned;
-	bool *pf_pending;     /* prefetched and not used yet */
-	uint64_t stamp;	      /* the current step's clock: step + 1 */
+	bool *pf_pending; /* prefetched and not used yet */
+	uint64_t stamp;	  /* the current step's clock: step + 1 */
 	struct sim_future fut;
 	struct moe_sim_result *res;
 	struct moe_timing *tm; /* NULL: no time model */

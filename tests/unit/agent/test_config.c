@@ -218,7 +218,8 @@ Test(config, basic_profile_path_per_pool,
 	cr_assert_eq(agent_config_profile_path(&c, "a", out, 4), -E2BIG);
 }
 
-Test(config, basic_run_dir, .description = "the run folder: $MOECACHE_RUNDIR, else the default; the key wins")
+Test(config, basic_run_dir,
+     .description = "the run folder: $MOECACHE_RUNDIR, else the default; the key wins")
 {
 	struct agent_config c;
 	char out[256];
@@ -242,17 +243,18 @@ Test(config, basic_gpu_settings, .description = "the GPU settings from the file 
 {
 	struct agent_config c;
 	char err[512];
-	char *argv[] = {"moecached", "--pool", "a", "--gpu-devices", "a:1,0", "--gpu-budget-mb",
-			"512", "--gpu-queues", "4", "--gpu-library", "/x/libcuda.so.1", NULL};
+	char *argv[] = {
+	    "moecached", "--pool",	 "a", "--gpu-devices", "a:1,0",		  "--gpu-budget-mb",
+	    "512",	 "--gpu-queues", "4", "--gpu-library", "/x/libcuda.so.1", NULL};
 
 	cr_assert_eq(agent_config_from_args(&c, 11, argv, err, sizeof(err)), 0, "%s", err);
 	cr_assert_str_eq(c.gpu_devices, "a:1,0");
 	cr_assert_eq(c.gpu_budget_mb, 512);
 	cr_assert_eq(c.gpu_queues, 4);
 	cr_assert_str_eq(c.gpu_library, "/x/libcuda.so.1");
-	cr_assert_eq(agent_config_parse(&c, "f", "gpu_queues = 0\ngpu-budget-mb = 0\n", err,
-					sizeof(err)),
-		     0);
+	cr_assert_eq(
+	    agent_config_parse(&c, "f", "gpu_queues = 0\ngpu-budget-mb = 0\n", err, sizeof(err)),
+	    0);
 	cr_assert_eq(c.gpu_queues, 0);
 	cr_assert_eq(c.gpu_budget_mb, 0);
 }

@@ -364,7 +364,7 @@ static void cuda_destroy(void *priv)
 	free(cb);
 }
 
-int mc_cuda_backend_create(const struct agent_backend_config *cfg,
+int agent_cuda_backend_create(const struct agent_backend_config *cfg,
 			   const struct mc_gpu_params *params, void **priv, char *err,
 			   size_t errlen)
 {
@@ -435,7 +435,7 @@ err:
 
 static int cuda_create(const struct agent_backend_config *cfg, void **priv)
 {
-	return mc_cuda_backend_create(cfg, cfg->gpu, priv, NULL, 0);
+	return agent_cuda_backend_create(cfg, cfg->gpu, priv, NULL, 0);
 }
 
 /* Checks the device can hold an exportable VMM bank. */
@@ -757,7 +757,7 @@ static void *cuda_slot(void *priv, uint32_t slot)
 	return NULL; /* device memory: not addressable from the host */
 }
 
-uint64_t mc_cuda_backend_slot_addr(void *priv, uint32_t slot)
+uint64_t agent_cuda_backend_slot_addr(void *priv, uint32_t slot)
 {
 	struct cuda_backend *cb = priv;
 
@@ -766,14 +766,14 @@ uint64_t mc_cuda_backend_slot_addr(void *priv, uint32_t slot)
 	return cb->base + (uint64_t)slot * cb->slot_stride;
 }
 
-int mc_cuda_backend_device(const void *priv)
+int agent_cuda_backend_device(const void *priv)
 {
 	const struct cuda_backend *cb = priv;
 
 	return cb && cb->bound ? cb->ordinal : -1;
 }
 
-const char *mc_cuda_backend_error(const void *priv)
+const char *agent_cuda_backend_error(const void *priv)
 {
 	const struct cuda_backend *cb = priv;
 

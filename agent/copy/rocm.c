@@ -401,9 +401,9 @@ static int rocm_discover(struct rocm_backend *rb)
 	return 0;
 }
 
-int mc_rocm_backend_create(const struct agent_backend_config *cfg,
-			   const struct mc_gpu_params *params, void **priv, char *err,
-			   size_t errlen)
+int agent_rocm_backend_create(const struct agent_backend_config *cfg,
+			      const struct mc_gpu_params *params, void **priv, char *err,
+			      size_t errlen)
 {
 	uint32_t devs[MC_GPU_MAX_DEVICES], n_devs;
 	struct rocm_backend *rb;
@@ -485,7 +485,7 @@ err:
 
 static int rocm_create(const struct agent_backend_config *cfg, void **priv)
 {
-	return mc_rocm_backend_create(cfg, cfg->gpu, priv, NULL, 0);
+	return agent_rocm_backend_create(cfg, cfg->gpu, priv, NULL, 0);
 }
 
 static uint64_t rocm_round_pow2(uint64_t v)
@@ -850,7 +850,7 @@ static void *rocm_slot(void *priv, uint32_t slot)
 	return NULL; /* VRAM: not addressable from the host */
 }
 
-uint64_t mc_rocm_backend_slot_addr(void *priv, uint32_t slot)
+uint64_t agent_rocm_backend_slot_addr(void *priv, uint32_t slot)
 {
 	struct rocm_backend *rb = priv;
 
@@ -859,14 +859,14 @@ uint64_t mc_rocm_backend_slot_addr(void *priv, uint32_t slot)
 	return rb->bank_va + (uint64_t)slot * rb->slot_stride;
 }
 
-int mc_rocm_backend_device(const void *priv)
+int agent_rocm_backend_device(const void *priv)
 {
 	const struct rocm_backend *rb = priv;
 
 	return rb && rb->bound ? rb->gpu : -1;
 }
 
-const char *mc_rocm_backend_error(const void *priv)
+const char *agent_rocm_backend_error(const void *priv)
 {
 	const struct rocm_backend *rb = priv;
 
@@ -1009,7 +1009,7 @@ out:
 	return ret;
 }
 
-int mc_rocm_backend_read_slot(void *priv, uint32_t slot, void *dst, uint64_t bytes)
+int agent_rocm_backend_read_slot(void *priv, uint32_t slot, void *dst, uint64_t bytes)
 {
 	struct rocm_backend *rb = priv;
 	const struct mc_gpu_range *range;

@@ -208,11 +208,11 @@ static int be_open(struct check *c, struct be *b, uint32_t n_slots, uint64_t exp
 	snprintf(devs, sizeof(devs), "%d", c->o.device);
 	p.devices = devs;
 	memset(b, 0, sizeof(*b));
-	ret = mc_cuda_backend_create(&cfg, &p, &b->priv, c->err, sizeof(c->err));
+	ret = agent_cuda_backend_create(&cfg, &p, &b->priv, c->err, sizeof(c->err));
 	if (!ret) {
 		ret = agent_cuda_backend.bank_create(b->priv, &b->desc);
 		if (ret) {
-			snprintf(c->err, sizeof(c->err), "%s", mc_cuda_backend_error(b->priv));
+			snprintf(c->err, sizeof(c->err), "%s", agent_cuda_backend_error(b->priv));
 			agent_cuda_backend.destroy(b->priv);
 			b->priv = NULL;
 		}
@@ -570,7 +570,7 @@ static int cmd_import(struct check *c, const char *self)
 		void *priv = NULL;
 
 		desc.fd = dup(fd);
-		ret = host ? mc_cuda_backend_create(&cfg, NULL, &priv, c->err, sizeof(c->err))
+		ret = host ? agent_cuda_backend_create(&cfg, NULL, &priv, c->err, sizeof(c->err))
 			   : -ENOMEM;
 		if (!ret)
 			ret = agent_cuda_backend.bank_adopt(priv, &desc);
@@ -590,7 +590,7 @@ static int cmd_import(struct check *c, const char *self)
 			    ret);
 		} else {
 			record(c, "import.adopt", false, "%s",
-			       priv ? mc_cuda_backend_error(priv) : c->err);
+			       priv ? agent_cuda_backend_error(priv) : c->err);
 			if (!priv)
 				close(desc.fd);
 		}

@@ -113,11 +113,11 @@ static int be_open(struct check *c, struct be *b, uint32_t n_slots, uint64_t exp
 	snprintf(devs, sizeof(devs), "%d", c->device);
 	p.devices = devs;
 	memset(b, 0, sizeof(*b));
-	ret = mc_rocm_backend_create(&cfg, &p, &b->priv, c->err, sizeof(c->err));
+	ret = agent_rocm_backend_create(&cfg, &p, &b->priv, c->err, sizeof(c->err));
 	if (!ret) {
 		ret = agent_rocm_backend.bank_create(b->priv, &b->desc);
 		if (ret) {
-			snprintf(c->err, sizeof(c->err), "%s", mc_rocm_backend_error(b->priv));
+			snprintf(c->err, sizeof(c->err), "%s", agent_rocm_backend_error(b->priv));
 			agent_rocm_backend.destroy(b->priv);
 			b->priv = NULL;
 		}
@@ -159,7 +159,7 @@ static bool slot_equals(struct be *b, uint32_t slot, const void *expect, uint64_
 			unsigned char *readback)
 {
 	memset(readback, 0, bytes);
-	return mc_rocm_backend_read_slot(b->priv, slot, readback, bytes) == 0 &&
+	return agent_rocm_backend_read_slot(b->priv, slot, readback, bytes) == 0 &&
 	       !memcmp(readback, expect, bytes);
 }
 
@@ -395,7 +395,7 @@ static int cmd_import(struct check *c)
 	/* A new agent adopts it and reads every slot back. */
 	desc = msg.desc;
 	desc.fd = dup(fd);
-	ret = mc_rocm_backend_create(&cfg, NULL, &priv, c->err, sizeof(c->err));
+	ret = agent_rocm_backend_create(&cfg, NULL, &priv, c->err, sizeof(c->err));
 	if (!ret)
 		ret = agent_rocm_backend.bank_adopt(priv, &desc);
 	if (!ret) {
@@ -410,7 +410,7 @@ static int cmd_import(struct check *c)
 		       "differ",
 		       bad, IMPORT_SLOTS);
 	} else {
-		record(c, "import.adopt", false, "%s", priv ? mc_rocm_backend_error(priv) : c->err);
+		record(c, "import.adopt", false, "%s", priv ? agent_rocm_backend_error(priv) : c->err);
 		if (!priv)
 			close(desc.fd);
 	}

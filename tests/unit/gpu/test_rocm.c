@@ -32,7 +32,7 @@ Test(rocm, bad_input_missing_hsakmt,
 	void *priv = NULL;
 
 	setenv(MC_HSAKMT_LIBRARY_ENV, "/nonexistent/libhsakmt.so.1", 1);
-	cr_expect_eq(mc_rocm_backend_create(&cfg, NULL, &priv, err, sizeof(err)), -ENOENT);
+	cr_expect_eq(agent_rocm_backend_create(&cfg, NULL, &priv, err, sizeof(err)), -ENOENT);
 	cr_expect(strstr(err, "/nonexistent/libhsakmt.so.1"), "%s", err);
 	cr_expect_null(priv);
 }
@@ -82,7 +82,7 @@ Test(rocm, basic_no_kfd, .description = "without /dev/kfd create fails with -ENO
 
 	if (access(MC_KFD_DEVICE, F_OK) == 0)
 		cr_skip_test("this machine has %s", MC_KFD_DEVICE);
-	cr_expect_eq(mc_rocm_backend_create(&cfg, NULL, &priv, err, sizeof(err)), -ENODEV);
+	cr_expect_eq(agent_rocm_backend_create(&cfg, NULL, &priv, err, sizeof(err)), -ENODEV);
 	cr_expect(strstr(err, MC_KFD_DEVICE), "%s", err);
 	cr_expect_null(priv);
 }

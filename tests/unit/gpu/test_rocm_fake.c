@@ -113,10 +113,10 @@ static void rbe_open(struct rbe *b, const struct mc_gpu_params *params)
 	int ret;
 
 	memset(b, 0, sizeof(*b));
-	ret = mc_rocm_backend_create(&cfg, params, &b->priv, err, sizeof(err));
+	ret = agent_rocm_backend_create(&cfg, params, &b->priv, err, sizeof(err));
 	cr_assert_eq(ret, 0, "create: %d %s", ret, err);
 	ret = agent_rocm_backend.bank_create(b->priv, &b->desc);
-	cr_assert_eq(ret, 0, "bank_create: %d %s", ret, mc_rocm_backend_error(b->priv));
+	cr_assert_eq(ret, 0, "bank_create: %d %s", ret, agent_rocm_backend_error(b->priv));
 	b->src = make_experts(16, EXPERT_BYTES);
 	b->readback = malloc(EXPERT_BYTES);
 	cr_assert(b->src && b->readback);
@@ -159,7 +159,7 @@ static int rbe_collect(struct rbe *b, uint32_t want)
 
 static bool rbe_slot_is(struct rbe *b, uint32_t slot, uint32_t expert)
 {
-	return mc_rocm_backend_read_slot(b->priv, slot, b->readback, EXPERT_BYTES) == 0 &&
+	return agent_rocm_backend_read_slot(b->priv, slot, b->readback, EXPERT_BYTES) == 0 &&
 	       !memcmp(b->readback, b->src + (uint64_t)expert * EXPERT_BYTES, EXPERT_BYTES);
 }
 
@@ -261,9 +261,9 @@ Test(rocm_fake, basic_gfx8_refused,
 	void *priv;
 
 	setenv("FAKE_ROCM_GFX", "8", 1);
-	cr_assert_eq(mc_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
+	cr_assert_eq(agent_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_expect_eq(agent_rocm_backend.bank_create(priv, &desc), -EOPNOTSUPP);
-	cr_expect(strstr(mc_rocm_backend_error(priv), "GFX9"), "%s", mc_rocm_backend_error(priv));
+	cr_expect(strstr(agent_rocm_backend_error(priv), "GFX9"), "%s", agent_rocm_backend_error(priv));
 	agent_rocm_backend.destroy(priv);
 }
 
@@ -275,7 +275,7 @@ Test(rocm_fake, basic_budget_too_small,
 	struct moecache_bank desc;
 	void *priv;
 
-	cr_assert_eq(mc_rocm_backend_create(&cfg, &p, &priv, NULL, 0), 0);
+	cr_assert_eq(agent_rocm_backend_create(&cfg, &p, &priv, NULL, 0), 0);
 	cr_expect_eq(agent_rocm_backend.bank_create(priv, &desc), -ENOSPC);
 	agent_rocm_backend.destroy(priv);
 }
@@ -298,9 +298,9 @@ Test(rocm_fake, lifetime_adopt_keeps_bytes,
 	b.src = NULL;
 	rbe_close(&b);
 
-	cr_assert_eq(mc_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
+	cr_assert_eq(agent_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_assert_eq(agent_rocm_backend.bank_adopt(priv, &desc), 0, "%s",
-		     mc_rocm_backend_error(priv));
+		     agent_rocm_backend_error(priv));
 	b = (struct rbe){.priv = priv, .desc = desc, .src = src, .readback = malloc(EXPERT_BYTES)};
 	cr_expect(rbe_slot_is(&b, 3, 9));
 	rbe_close(&b);
@@ -317,10 +317,10 @@ Test(rocm_fake, bad_input_adopt_other_gpu,
 	rbe_open(&b, NULL);
 	desc = b.desc;
 	mc_rocm_uuid_make(0, 0x0400, 0x744c, desc.device_uuid);
-	cr_assert_eq(mc_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
+	cr_assert_eq(agent_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_expect_eq(agent_rocm_backend.bank_adopt(priv, &desc), -EPROTO);
-	cr_expect(strstr(mc_rocm_backend_error(priv), "not visible"), "%s",
-		  mc_rocm_backend_error(priv));
+	cr_expect(strstr(agent_rocm_backend_error(priv), "not visible"), "%s",
+		  agent_rocm_backend_error(priv));
 	agent_rocm_backend.destroy(priv);
 	rbe_close(&b);
 }

@@ -80,8 +80,7 @@ static void *cpu_worker(void *arg)
 
 		pthread_mutex_lock(&cb->eng.lock);
 		/* Cannot fail: cpu_copy reserved room for every copy in flight. */
-		agent_copy_queue_push(&cb->eng.done, &c);
-		agent_done_signal(cb->eng.done_fd);
+		agent_copy_engine_done(&cb->eng, &c);
 	}
 }
 

@@ -226,10 +226,9 @@ static bool cuda_queue_progress(struct cuda_backend *cb, struct cuda_queue *q, u
 			agent_logf(NULL, LOG_ERR, cuda_pool_name(cb),
 				   "cuda: copy into slot %u failed: %s", h->c.slot,
 				   mc_cuda_error_name(&cb->cu, res));
-		agent_copy_queue_push(&cb->eng.done, &h->c); /* reserved by cuda_copy */
+		agent_copy_engine_done(&cb->eng, &h->c); /* room reserved by cuda_copy */
 		cuda_put_event(cb, h->done);
 		cuda_queue_pop(q);
-		agent_done_signal(cb->eng.done_fd);
 		moved = true;
 	}
 	return moved;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "agent/copy/backend.h"
+#include "agent/copy/copy_queue.h"
 
 #define EXPERT_BYTES 8192u
 
@@ -170,4 +171,24 @@ Test(cpu_backend, bad_input_copy_out_of_bank,
 	cr_assert_eq(agent_backend_copy(be, &c), -EINVAL);
 	cr_assert_eq(agent_backend_inflight(be), 0);
 	agent_backend_destroy(be);
+}
+
+Test(copy_engine, basic_one_signal_per_empty_to_waiting,
+     .description = "copies finishing while others wait cost no eventfd write; all are collected")
+{
+	struct agent_copy_engine e;
+	struct agent_copy c = {.slot = 1}, out[4];
+	uint64_t count = 0;
+
+	cr_assert_eq(agent_copy_engine_init(&e, 0), 0);
+	cr_assert_eq(agent_copy_queue_reserve(&e.done, 3), 0);
+	e.inflight = 3;
+	for (int i = 0; i < 3; i++)
+		agent_copy_engine_done(&e, &c);
+	cr_assert_eq(read(e.done_fd, &count, sizeof(count)), (ssize_t)sizeof(count));
+	cr_assert_eq(count, 1, "the eventfd counted %llu signals", (unsigned long long)count);
+	/* The collector read the eventfd already: it still takes all three. */
+	cr_assert_eq(agent_copy_engine_completions(&e, out, 4), 3);
+	cr_assert_eq(agent_copy_engine_inflight(&e), 0);
+	agent_copy_engine_fini(&e);
 }

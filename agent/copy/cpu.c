@@ -29,7 +29,7 @@ struct cpu_backend {
 	uint64_t slot_stride;
 
 	/* Under eng.lock. */
-	struct agent_copy_queue demand;	/* copies a client waits for: first */
+	struct agent_copy_queue demand;	  /* copies a client waits for: first */
 	struct agent_copy_queue prefetch; /* predictions and warm-up: when idle */
 	pthread_t *threads;
 	uint32_t n_threads;
@@ -66,7 +66,8 @@ static void *cpu_worker(void *arg)
 	for (;;) {
 		uint32_t delay;
 
-		while (!agent_copy_queue_pop(&cb->demand, &c) && !agent_copy_queue_pop(&cb->prefetch, &c)) {
+		while (!agent_copy_queue_pop(&cb->demand, &c) &&
+		       !agent_copy_queue_pop(&cb->prefetch, &c)) {
 			if (cb->eng.stopping) {
 				pthread_mutex_unlock(&cb->eng.lock);
 				return NULL;
@@ -235,10 +236,6 @@ static int cpu_copy(void *priv, const struct agent_copy *c)
 	pthread_mutex_unlock(&cb->eng.lock);
 	return ret;
 }
-
-
-
-
 
 const struct agent_backend_ops agent_cpu_backend = {
     .name = "cpu",

@@ -364,8 +364,8 @@ static void cuda_destroy(void *priv)
 }
 
 int agent_cuda_backend_create(const struct agent_backend_config *cfg,
-			   const struct mc_gpu_params *params, void **priv, char *err,
-			   size_t errlen)
+			      const struct mc_gpu_params *params, void **priv, char *err,
+			      size_t errlen)
 {
 	struct cuda_backend *cb;
 	int ret, count = 0;
@@ -881,10 +881,6 @@ out:
 	pthread_mutex_unlock(&cb->eng.lock);
 	return ret;
 }
-
-
-
-
 
 const struct agent_backend_ops agent_cuda_backend = {
     .name = "cuda",

@@ -410,7 +410,8 @@ static int cmd_import(struct check *c)
 		       "differ",
 		       bad, IMPORT_SLOTS);
 	} else {
-		record(c, "import.adopt", false, "%s", priv ? agent_rocm_backend_error(priv) : c->err);
+		record(c, "import.adopt", false, "%s",
+		       priv ? agent_rocm_backend_error(priv) : c->err);
 		if (!priv)
 			close(desc.fd);
 	}

@@ -454,7 +454,8 @@ Test(cuda_backend, basic_budget_too_small,
 
 	cr_assert_eq(agent_cuda_backend_create(&cfg, &p, &priv, NULL, 0), 0);
 	cr_expect_eq(agent_cuda_backend.bank_create(priv, &desc), -ENOSPC);
-	cr_expect(strstr(agent_cuda_backend_error(priv), "budget"), "%s", agent_cuda_backend_error(priv));
+	cr_expect(strstr(agent_cuda_backend_error(priv), "budget"), "%s",
+		  agent_cuda_backend_error(priv));
 	agent_cuda_backend.destroy(priv);
 }
 

@@ -263,7 +263,8 @@ Test(rocm_fake, basic_gfx8_refused,
 	setenv("FAKE_ROCM_GFX", "8", 1);
 	cr_assert_eq(agent_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_expect_eq(agent_rocm_backend.bank_create(priv, &desc), -EOPNOTSUPP);
-	cr_expect(strstr(agent_rocm_backend_error(priv), "GFX9"), "%s", agent_rocm_backend_error(priv));
+	cr_expect(strstr(agent_rocm_backend_error(priv), "GFX9"), "%s",
+		  agent_rocm_backend_error(priv));
 	agent_rocm_backend.destroy(priv);
 }
 

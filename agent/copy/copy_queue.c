@@ -96,13 +96,17 @@ void agent_copy_engine_fini(struct agent_copy_engine *e)
 	pthread_mutex_destroy(&e->lock);
 }
 
-void agent_copy_engine_done(struct agent_copy_engine *e, const struct agent_copy *c)
+bool agent_copy_engine_done(struct agent_copy_engine *e, const struct agent_copy *c)
 {
 	bool was_empty = e->done.len == 0;
 
 	agent_copy_queue_push(&e->done, c);
-	if (was_empty)
-		agent_done_signal(e->done_fd);
+	return was_empty;
+}
+
+void agent_copy_engine_signal(struct agent_copy_engine *e)
+{
+	agent_done_signal(e->done_fd);
 }
 
 int agent_copy_engine_completion_fd(const void *priv)

@@ -59,13 +59,16 @@ struct agent_copy_engine {
 };
 
 /*
- * A copy finished (under e->lock, room reserved): onto done, and done_fd
- * made readable if done was empty. A collector takes everything (or
- * re-arms done_fd itself), so one signal per empty-to-waiting is enough:
- * copies that finish while others wait to be collected cost no system call
- * and no wake-up of the pool's thread.
+ * A copy finished (under e->lock, room reserved): onto done. True if done
+ * was empty: then the caller makes done_fd readable with
+ * agent_copy_engine_signal, after it dropped the lock (the woken collector
+ * would otherwise wake only to wait for the lock). A collector takes
+ * everything (or re-arms done_fd itself), so one signal per
+ * empty-to-waiting is enough: copies that finish while others wait to be
+ * collected cost no system call and no wake-up of the pool's thread.
  */
-void agent_copy_engine_done(struct agent_copy_engine *e, const struct agent_copy *c);
+bool agent_copy_engine_done(struct agent_copy_engine *e, const struct agent_copy *c);
+void agent_copy_engine_signal(struct agent_copy_engine *e);
 
 /* The lock, the condition and the eventfd: 0 or -errno; fini is safe after either. */
 int agent_copy_engine_init(struct agent_copy_engine *e, uint32_t copy_delay_us);

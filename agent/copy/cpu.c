@@ -49,10 +49,15 @@ static void cpu_do_copy(struct cpu_backend *cb, struct agent_copy *c, uint32_t d
 	uint64_t half = cb->cfg.expert_bytes / 2;
 
 	/* With a delay, the slot stays half-written for a while: tests use it to
-	 * check that nobody can see a slot before its commit. */
+	 * check that nobody can see a slot before its commit. Without one, the
+	 * expert is one memcpy, as a plain copy of the same bytes would be. */
+	if (!delay_us) {
+		memcpy(dst, c->src, cb->cfg.expert_bytes);
+		c->status = 0;
+		return;
+	}
 	memcpy(dst, c->src, half);
-	if (delay_us)
-		cpu_sleep_us(delay_us);
+	cpu_sleep_us(delay_us);
 	memcpy(dst + half, (const char *)c->src + half, cb->cfg.expert_bytes - half);
 	c->status = 0;
 }
@@ -81,7 +86,12 @@ static void *cpu_worker(void *arg)
 
 		pthread_mutex_lock(&cb->eng.lock);
 		/* Cannot fail: cpu_copy reserved room for every copy in flight. */
-		agent_copy_engine_done(&cb->eng, &c);
+		if (agent_copy_engine_done(&cb->eng, &c)) {
+			/* Woken without the lock held, the collector does not wait for it. */
+			pthread_mutex_unlock(&cb->eng.lock);
+			agent_copy_engine_signal(&cb->eng);
+			pthread_mutex_lock(&cb->eng.lock);
+		}
 	}
 }
 
@@ -229,11 +239,12 @@ static int cpu_copy(void *priv, const struct agent_copy *c)
 	if (!ret)
 		ret = agent_copy_queue_push(
 		    c->flags & MOECACHE_FILL_PREFETCH ? &cb->prefetch : &cb->demand, c);
-	if (!ret) {
+	if (!ret)
 		cb->eng.inflight++;
-		pthread_cond_signal(&cb->eng.work);
-	}
 	pthread_mutex_unlock(&cb->eng.lock);
+	/* After the unlock: a worker woken under it would only wait for the lock. */
+	if (!ret)
+		pthread_cond_signal(&cb->eng.work);
 	return ret;
 }
 

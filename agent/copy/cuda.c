@@ -226,7 +226,8 @@ static bool cuda_queue_progress(struct cuda_backend *cb, struct cuda_queue *q, u
 			agent_logf(NULL, LOG_ERR, cuda_pool_name(cb),
 				   "cuda: copy into slot %u failed: %s", h->c.slot,
 				   mc_cuda_error_name(&cb->cu, res));
-		agent_copy_engine_done(&cb->eng, &h->c); /* room reserved by cuda_copy */
+		if (agent_copy_engine_done(&cb->eng, &h->c)) /* room reserved by cuda_copy */
+			agent_copy_engine_signal(&cb->eng);
 		cuda_put_event(cb, h->done);
 		cuda_queue_pop(q);
 		moved = true;

@@ -224,7 +224,8 @@ static bool rocm_queue_progress(struct rocm_backend *rb, struct rocm_queue *q, u
 		if (!rocm_seq_reached(fence, h->seq))
 			break;
 		h->c.status = 0;
-		agent_copy_engine_done(&rb->eng, &h->c); /* room reserved by rocm_copy */
+		if (agent_copy_engine_done(&rb->eng, &h->c)) /* room reserved by rocm_copy */
+			agent_copy_engine_signal(&rb->eng);
 		q->consumed = h->end;
 		q->head = (q->head + 1) % q->cap;
 		q->len--;

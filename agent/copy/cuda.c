@@ -55,13 +55,8 @@ struct cuda_queue {
 };
 
 struct cuda_backend {
-	struct agent_copy_engine eng; /* first: the shared ops take priv as it */
-	struct agent_backend_config cfg;
-	struct mc_gpu_params params;
-	char pool[MOECACHE_NAME_LEN];
-	char devices[256]; /* params.devices points here */
+	struct agent_gpu_engine g; /* first: the shared ops take priv as it */
 	struct mc_cuda_api cu;
-	char err[320];
 
 	/* The device, once a bank is made or adopted. */
 	bool bound;
@@ -91,20 +86,15 @@ struct cuda_backend {
 	bool thread_started;
 };
 
-static const char *cuda_pool_name(const struct cuda_backend *cb)
-{
-	return cb->pool[0] ? cb->pool : NULL;
-}
-
 static void cuda_log_err(struct cuda_backend *cb)
 {
-	agent_logf(NULL, LOG_ERR, cuda_pool_name(cb), "cuda: %s", cb->err);
+	agent_logf(NULL, LOG_ERR, agent_gpu_engine_pool(&cb->g), "cuda: %s", cb->g.err);
 }
 
-/* Records a failed call in cb->err, logs it, returns its -errno. */
+/* Records a failed call in cb->g.err, logs it, returns its -errno. */
 static int cuda_fail(struct cuda_backend *cb, cu_result res, const char *what)
 {
-	int ret = mc_cuda_fail(&cb->cu, res, what, cb->err, sizeof(cb->err));
+	int ret = mc_cuda_fail(&cb->cu, res, what, cb->g.err, sizeof(cb->g.err));
 
 	cuda_log_err(cb);
 	return ret;
@@ -212,7 +202,7 @@ static bool cuda_queue_progress(struct cuda_backend *cb, struct cuda_queue *q, u
 			/* The slot has been half-written for the delay: queue the rest. */
 			res = cb->cu.cuMemcpyHtoDAsync(
 			    h->dst + h->rest_off, (const char *)h->c.src + h->rest_off,
-			    cb->cfg.expert_bytes - h->rest_off, q->stream);
+			    cb->g.cfg.expert_bytes - h->rest_off, q->stream);
 			if (res == MC_CU_SUCCESS)
 				res = cb->cu.cuEventRecord(h->done, q->stream);
 			h->rest_off = 0;
@@ -223,11 +213,11 @@ static bool cuda_queue_progress(struct cuda_backend *cb, struct cuda_queue *q, u
 		h->c.status =
 		    res == MC_CU_SUCCESS ? 0 : (mc_cuda_errno(res) ? mc_cuda_errno(res) : -EIO);
 		if (h->c.status)
-			agent_logf(NULL, LOG_ERR, cuda_pool_name(cb),
+			agent_logf(NULL, LOG_ERR, agent_gpu_engine_pool(&cb->g),
 				   "cuda: copy into slot %u failed: %s", h->c.slot,
 				   mc_cuda_error_name(&cb->cu, res));
-		if (agent_copy_engine_done(&cb->eng, &h->c)) /* room reserved by cuda_copy */
-			agent_copy_engine_signal(&cb->eng);
+		if (agent_copy_engine_done(&cb->g.eng, &h->c)) /* room reserved by cuda_copy */
+			agent_copy_engine_signal(&cb->g.eng);
 		cuda_put_event(cb, h->done);
 		cuda_queue_pop(q);
 		moved = true;
@@ -242,7 +232,7 @@ static void *cuda_completion_thread(void *arg)
 
 	/* The thread's own current context: events belong to it. */
 	cb->cu.cuCtxSetCurrent(cb->ctx);
-	pthread_mutex_lock(&cb->eng.lock);
+	pthread_mutex_lock(&cb->g.eng.lock);
 	for (;;) {
 		uint64_t wait_ns = UINT64_MAX;
 		uint32_t busy = 0, last = 0;
@@ -256,10 +246,10 @@ static void *cuda_completion_thread(void *arg)
 			}
 		}
 		if (!busy) {
-			if (cb->eng.stopping)
+			if (cb->g.eng.stopping)
 				break;
 			poll_ns = CUDA_POLL_MIN_NS;
-			pthread_cond_wait(&cb->eng.work, &cb->eng.lock);
+			pthread_cond_wait(&cb->g.eng.work, &cb->g.eng.lock);
 			continue;
 		}
 		if (moved) {
@@ -270,18 +260,18 @@ static void *cuda_completion_thread(void *arg)
 			/* One stream busy: sleep in the driver until its oldest copy ends. */
 			cu_event ev = cuda_queue_head(&cb->queues[last])->done;
 
-			pthread_mutex_unlock(&cb->eng.lock);
+			pthread_mutex_unlock(&cb->g.eng.lock);
 			cb->cu.cuEventSynchronize(ev);
-			pthread_mutex_lock(&cb->eng.lock);
+			pthread_mutex_lock(&cb->g.eng.lock);
 			continue;
 		}
-		pthread_mutex_unlock(&cb->eng.lock);
+		pthread_mutex_unlock(&cb->g.eng.lock);
 		cuda_sleep_ns(wait_ns < poll_ns ? wait_ns : poll_ns);
-		pthread_mutex_lock(&cb->eng.lock);
+		pthread_mutex_lock(&cb->g.eng.lock);
 		if (poll_ns < CUDA_POLL_MAX_NS)
 			poll_ns *= 2;
 	}
-	pthread_mutex_unlock(&cb->eng.lock);
+	pthread_mutex_unlock(&cb->g.eng.lock);
 	return NULL;
 }
 
@@ -297,8 +287,8 @@ static void cuda_release_bank(struct cuda_backend *cb)
 		cb->cu.cuMemRelease(cb->handle);
 	if (cb->bank_fd >= 0)
 		close(cb->bank_fd);
-	if (cb->budget_bytes && cb->params.budget)
-		mc_gpu_budget_release(cb->params.budget, (uint32_t)cb->ordinal, cb->budget_bytes);
+	if (cb->budget_bytes && cb->g.params.budget)
+		mc_gpu_budget_release(cb->g.params.budget, (uint32_t)cb->ordinal, cb->budget_bytes);
 	cb->mapped = cb->reserved = cb->have_handle = false;
 	cb->bank_fd = -1;
 	cb->budget_bytes = 0;
@@ -312,10 +302,10 @@ static void cuda_destroy(void *priv)
 	if (!cb)
 		return;
 	if (cb->thread_started) {
-		pthread_mutex_lock(&cb->eng.lock);
-		cb->eng.stopping = true;
-		pthread_cond_broadcast(&cb->eng.work);
-		pthread_mutex_unlock(&cb->eng.lock);
+		pthread_mutex_lock(&cb->g.eng.lock);
+		cb->g.eng.stopping = true;
+		pthread_cond_broadcast(&cb->g.eng.work);
+		pthread_mutex_unlock(&cb->g.eng.lock);
 	}
 	if (cb->bound) {
 		cb->cu.cuCtxSetCurrent(cb->ctx);
@@ -326,7 +316,7 @@ static void cuda_destroy(void *priv)
 	}
 	if (cb->thread_started) {
 		/* The queues are drained by now: the thread sees them empty and ends. */
-		pthread_mutex_lock(&cb->eng.lock);
+		pthread_mutex_lock(&cb->g.eng.lock);
 		for (uint32_t i = 0; i < cb->n_queues; i++) {
 			struct cuda_queue *q = &cb->queues[i];
 
@@ -335,8 +325,8 @@ static void cuda_destroy(void *priv)
 				cuda_queue_pop(q);
 			}
 		}
-		pthread_cond_broadcast(&cb->eng.work);
-		pthread_mutex_unlock(&cb->eng.lock);
+		pthread_cond_broadcast(&cb->g.eng.work);
+		pthread_mutex_unlock(&cb->g.eng.lock);
 		pthread_join(cb->thread, NULL);
 	}
 	if (cb->bound) {
@@ -358,7 +348,7 @@ static void cuda_destroy(void *priv)
 	mc_gpu_ranges_free(&cb->host);
 	if (cb->bank_fd >= 0)
 		close(cb->bank_fd);
-	agent_copy_engine_fini(&cb->eng);
+	agent_copy_engine_fini(&cb->g.eng);
 	if (cb->cu.lib)
 		mc_cuda_api_unload(&cb->cu);
 	free(cb);
@@ -378,32 +368,15 @@ int agent_cuda_backend_create(const struct agent_backend_config *cfg,
 	cb = calloc(1, sizeof(*cb));
 	if (!cb)
 		return -ENOMEM;
-	cb->cfg = *cfg;
 	cb->bank_fd = -1;
 	cb->ordinal = -1;
-	ret = agent_copy_engine_init(&cb->eng, cfg->copy_delay_us);
-	if (ret) {
-		snprintf(cb->err, sizeof(cb->err), "eventfd: %s", strerror(-ret));
-		goto err;
-	}
-	if (params)
-		cb->params = *params;
-	mc_gpu_params_from_env(&cb->params);
-	snprintf(cb->pool, sizeof(cb->pool), "%s", cfg->pool ? cfg->pool : "");
-	cb->cfg.pool = cb->pool;
-	if (cb->params.devices) {
-		if (strlen(cb->params.devices) >= sizeof(cb->devices)) {
-			snprintf(cb->err, sizeof(cb->err), "the GPU device list is too long");
-			ret = -E2BIG;
-			goto err_logged;
-		}
-		snprintf(cb->devices, sizeof(cb->devices), "%s", cb->params.devices);
-		cb->params.devices = cb->devices;
-	}
+	ret = agent_gpu_engine_init(&cb->g, cfg, params);
+	if (ret)
+		goto err_logged;
 
-	ret = mc_cuda_api_load(&cb->cu, cb->params.library, cb->err, sizeof(cb->err));
+	ret = mc_cuda_api_load(&cb->cu, cb->g.params.library, cb->g.err, sizeof(cb->g.err));
 	if (!ret)
-		ret = mc_cuda_init(&cb->cu, cb->err, sizeof(cb->err));
+		ret = mc_cuda_init(&cb->cu, cb->g.err, sizeof(cb->g.err));
 	if (ret)
 		goto err_logged;
 	res = cb->cu.cuDeviceGetCount(&count);
@@ -412,11 +385,11 @@ int agent_cuda_backend_create(const struct agent_backend_config *cfg,
 		goto err;
 	}
 	/* Check the device list now: a typo is reported at start, not at the first bank. */
-	ret = mc_gpu_devices_parse(cb->params.devices, cb->pool, (uint32_t)count, devs, &n_devs,
-				   cb->err, sizeof(cb->err));
+	ret = mc_gpu_devices_parse(cb->g.params.devices, cb->g.pool, (uint32_t)count, devs, &n_devs,
+				   cb->g.err, sizeof(cb->g.err));
 	if (ret)
 		goto err_logged;
-	cb->n_queues = mc_gpu_queue_count(&cb->params, cfg->copy_threads);
+	cb->n_queues = mc_gpu_queue_count(&cb->g.params, cfg->copy_threads);
 	cb->queues = calloc(cb->n_queues, sizeof(*cb->queues));
 	if (!cb->queues) {
 		ret = -ENOMEM;
@@ -428,7 +401,7 @@ err_logged:
 	cuda_log_err(cb);
 err:
 	if (err && errlen)
-		snprintf(err, errlen, "%s", cb->err);
+		snprintf(err, errlen, "%s", cb->g.err);
 	cuda_destroy(cb);
 	return ret;
 }
@@ -448,7 +421,7 @@ static int cuda_check_device(struct cuda_backend *cb, cu_device dev, int ordinal
 	cb->cu.cuDeviceGetAttribute(
 	    &posix_fd, MC_CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev);
 	if (!vmm || !posix_fd) {
-		snprintf(cb->err, sizeof(cb->err),
+		snprintf(cb->g.err, sizeof(cb->g.err),
 			 "GPU %d cannot export memory as a file descriptor (virtual memory "
 			 "management %s, POSIX fd handles %s)",
 			 ordinal, vmm ? "yes" : "no", posix_fd ? "yes" : "no");
@@ -482,7 +455,7 @@ static int cuda_granularity(struct cuda_backend *cb, int ordinal, size_t *out)
 	if (res != MC_CU_SUCCESS)
 		return cuda_fail(cb, res, "cuMemGetAllocationGranularity");
 	if (!*out || (*out & (*out - 1))) {
-		snprintf(cb->err, sizeof(cb->err), "GPU %d: odd allocation granularity %zu",
+		snprintf(cb->g.err, sizeof(cb->g.err), "GPU %d: odd allocation granularity %zu",
 			 ordinal, *out);
 		cuda_log_err(cb);
 		return -EPROTO;
@@ -540,8 +513,8 @@ static int cuda_pick_device(struct cuda_backend *cb, int *ordinal)
 	int count = 0, ret;
 
 	cb->cu.cuDeviceGetCount(&count);
-	ret = mc_gpu_devices_parse(cb->params.devices, cb->pool, (uint32_t)count, devs, &n_devs,
-				   cb->err, sizeof(cb->err));
+	ret = mc_gpu_devices_parse(cb->g.params.devices, cb->g.pool, (uint32_t)count, devs, &n_devs,
+				   cb->g.err, sizeof(cb->g.err));
 	if (ret) {
 		cuda_log_err(cb);
 		return ret;
@@ -554,27 +527,28 @@ static int cuda_pick_device(struct cuda_backend *cb, int *ordinal)
 		cand[i] = (struct mc_gpu_candidate){.device = devs[i]};
 		if (cb->cu.cuDeviceGet(&dev, (int)devs[i]) != MC_CU_SUCCESS ||
 		    cuda_granularity(cb, (int)devs[i], &gran) ||
-		    mc_gpu_bank_geometry(cb->cfg.expert_bytes, cb->cfg.n_slots, gran, &stride,
+		    mc_gpu_bank_geometry(cb->g.cfg.expert_bytes, cb->g.cfg.n_slots, gran, &stride,
 					 &bytes))
 			continue;
 		/* Total memory, not free: free memory needs a context on every GPU. */
 		cb->cu.cuDeviceTotalMem(&total, dev);
 		cand[i].free_bytes = total;
-		cand[i].room = cb->params.budget ? mc_gpu_budget_room(cb->params.budget, devs[i])
-			       : cb->params.device_budget ? cb->params.device_budget
-							  : UINT64_MAX;
+		cand[i].room = cb->g.params.budget
+				   ? mc_gpu_budget_room(cb->g.params.budget, devs[i])
+			       : cb->g.params.device_budget ? cb->g.params.device_budget
+							    : UINT64_MAX;
 		if (bytes > need)
 			need = bytes;
 	}
 	ret = mc_gpu_pick(cand, n_devs, need);
 	if (ret < 0) {
-		snprintf(
-		    cb->err, sizeof(cb->err),
-		    "no GPU has room for a bank of %" PRIu64 " MiB (%u slots; budget %" PRIu64
-		    " MiB per device): lower the pool's slots or raise the budget",
-		    need >> 20, cb->cfg.n_slots,
-		    (cb->params.budget ? cb->params.budget->limit : cb->params.device_budget) >>
-			20);
+		snprintf(cb->g.err, sizeof(cb->g.err),
+			 "no GPU has room for a bank of %" PRIu64 " MiB (%u slots; budget %" PRIu64
+			 " MiB per device): lower the pool's slots or raise the budget",
+			 need >> 20, cb->g.cfg.n_slots,
+			 (cb->g.params.budget ? cb->g.params.budget->limit
+					      : cb->g.params.device_budget) >>
+			     20);
 		cuda_log_err(cb);
 		return -ENOSPC;
 	}
@@ -621,8 +595,8 @@ static int cuda_host_range(struct cuda_backend *cb, const void *src, size_t len)
 /* Pins the host region given by the agent now rather than on the first copy. */
 static void cuda_register_host_region(struct cuda_backend *cb)
 {
-	if (cb->params.host_base && cb->params.host_size)
-		cuda_host_range(cb, cb->params.host_base, cb->params.host_size);
+	if (cb->g.params.host_base && cb->g.params.host_size)
+		cuda_host_range(cb, cb->g.params.host_base, cb->g.params.host_size);
 }
 
 static int cuda_bank_create(void *priv, struct moecache_bank *desc)
@@ -644,15 +618,15 @@ static int cuda_bank_create(void *priv, struct moecache_bank *desc)
 	ret = cuda_set_ctx(cb);
 	if (ret)
 		return ret;
-	ret = mc_gpu_bank_geometry(cb->cfg.expert_bytes, cb->cfg.n_slots, cb->granularity,
+	ret = mc_gpu_bank_geometry(cb->g.cfg.expert_bytes, cb->g.cfg.n_slots, cb->granularity,
 				   &cb->slot_stride, &cb->bank_bytes);
 	if (ret)
 		return ret;
-	if (cb->params.budget) {
-		ret =
-		    mc_gpu_budget_reserve(cb->params.budget, (uint32_t)cb->ordinal, cb->bank_bytes);
+	if (cb->g.params.budget) {
+		ret = mc_gpu_budget_reserve(cb->g.params.budget, (uint32_t)cb->ordinal,
+					    cb->bank_bytes);
 		if (ret) {
-			snprintf(cb->err, sizeof(cb->err),
+			snprintf(cb->g.err, sizeof(cb->g.err),
 				 "a bank of %" PRIu64
 				 " MiB exceeds what is left of GPU %d's budget",
 				 cb->bank_bytes >> 20, cb->ordinal);
@@ -660,10 +634,10 @@ static int cuda_bank_create(void *priv, struct moecache_bank *desc)
 			return ret;
 		}
 		cb->budget_bytes = cb->bank_bytes;
-	} else if (cb->params.device_budget && cb->bank_bytes > cb->params.device_budget) {
-		snprintf(cb->err, sizeof(cb->err),
+	} else if (cb->g.params.device_budget && cb->bank_bytes > cb->g.params.device_budget) {
+		snprintf(cb->g.err, sizeof(cb->g.err),
 			 "a bank of %" PRIu64 " MiB exceeds the budget of %" PRIu64 " MiB",
-			 cb->bank_bytes >> 20, cb->params.device_budget >> 20);
+			 cb->bank_bytes >> 20, cb->g.params.device_budget >> 20);
 		cuda_log_err(cb);
 		return -ENOSPC;
 	}
@@ -703,13 +677,13 @@ static int cuda_bank_adopt(void *priv, const struct moecache_bank *desc)
 	if (cb->have_handle)
 		return -EALREADY;
 	if (desc->backend != MOECACHE_BACKEND_CUDA || desc->fd < 0 || !desc->slot_stride ||
-	    desc->slot_stride < cb->cfg.expert_bytes ||
-	    cb->cfg.n_slots > desc->bank_bytes / desc->slot_stride)
+	    desc->slot_stride < cb->g.cfg.expert_bytes ||
+	    cb->g.cfg.n_slots > desc->bank_bytes / desc->slot_stride)
 		return -EPROTO;
 	/* Ordinals may change across a restart (CUDA_VISIBLE_DEVICES): the uuid does not. */
 	if (mc_cuda_device_by_uuid(&cb->cu, desc->device_uuid, &dev)) {
 		mc_cuda_uuid_format(desc->device_uuid, uuid_text);
-		snprintf(cb->err, sizeof(cb->err),
+		snprintf(cb->g.err, sizeof(cb->g.err),
 			 "the bank lives on %s, which is not visible here", uuid_text);
 		cuda_log_err(cb);
 		return -EPROTO;
@@ -739,10 +713,10 @@ static int cuda_bank_adopt(void *priv, const struct moecache_bank *desc)
 		cuda_release_bank(cb);
 		return ret;
 	}
-	if (cb->params.budget) {
+	if (cb->g.params.budget) {
 		/* Count it, even over budget: the bank exists and holds the residency. */
-		if (mc_gpu_budget_reserve(cb->params.budget, (uint32_t)ordinal, cb->bank_bytes))
-			agent_logf(NULL, LOG_WARNING, cuda_pool_name(cb),
+		if (mc_gpu_budget_reserve(cb->g.params.budget, (uint32_t)ordinal, cb->bank_bytes))
+			agent_logf(NULL, LOG_WARNING, agent_gpu_engine_pool(&cb->g),
 				   "cuda: the adopted bank exceeds GPU %d's budget", ordinal);
 		else
 			cb->budget_bytes = cb->bank_bytes;
@@ -761,7 +735,7 @@ uint64_t agent_cuda_backend_slot_addr(void *priv, uint32_t slot)
 {
 	struct cuda_backend *cb = priv;
 
-	if (!cb || !cb->mapped || slot >= cb->cfg.n_slots)
+	if (!cb || !cb->mapped || slot >= cb->g.cfg.n_slots)
 		return 0;
 	return cb->base + (uint64_t)slot * cb->slot_stride;
 }
@@ -777,7 +751,7 @@ const char *agent_cuda_backend_error(const void *priv)
 {
 	const struct cuda_backend *cb = priv;
 
-	return cb ? cb->err : "";
+	return cb ? cb->g.err : "";
 }
 
 /*
@@ -794,10 +768,10 @@ static int cuda_host_range(struct cuda_backend *cb, const void *src, size_t len)
 
 	if (mc_gpu_ranges_find(&cb->host, src, len))
 		return 0;
-	if (cb->params.host_base && (uintptr_t)src >= (uintptr_t)cb->params.host_base &&
-	    (uintptr_t)src - (uintptr_t)cb->params.host_base + len <= cb->params.host_size) {
-		start = (uintptr_t)cb->params.host_base;
-		size = cb->params.host_size;
+	if (cb->g.params.host_base && (uintptr_t)src >= (uintptr_t)cb->g.params.host_base &&
+	    (uintptr_t)src - (uintptr_t)cb->g.params.host_base + len <= cb->g.params.host_size) {
+		start = (uintptr_t)cb->g.params.host_base;
+		size = cb->g.params.host_size;
 	} else {
 		ret = mc_gpu_find_mapping(src, len, &start, &size);
 		if (ret) {
@@ -811,7 +785,7 @@ static int cuda_host_range(struct cuda_backend *cb, const void *src, size_t len)
 	if (res == MC_CU_ERROR_NOT_SUPPORTED || res == MC_CU_ERROR_INVALID_VALUE)
 		res = cb->cu.cuMemHostRegister((void *)start, size, MC_CU_MEMHOSTREGISTER_PORTABLE);
 	if (res != MC_CU_SUCCESS && res != MC_CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
-		agent_logf(NULL, LOG_WARNING, cuda_pool_name(cb),
+		agent_logf(NULL, LOG_WARNING, agent_gpu_engine_pool(&cb->g),
 			   "cuda: cannot register the host pages at %#" PRIxPTR " (%zu bytes): %s; "
 			   "copies will be staged and slower",
 			   start, size, mc_cuda_error_name(&cb->cu, res));
@@ -839,26 +813,26 @@ static int cuda_copy(void *priv, const struct agent_copy *c)
 	cu_result res;
 	int ret;
 
-	if (!cb->mapped || !c || c->slot >= cb->cfg.n_slots || !c->src)
+	if (!cb->mapped || !c || c->slot >= cb->g.cfg.n_slots || !c->src)
 		return -EINVAL;
 	cc.c.status = 0;
 	cc.dst = cb->base + (uint64_t)c->slot * cb->slot_stride;
-	pthread_mutex_lock(&cb->eng.lock);
+	pthread_mutex_lock(&cb->g.eng.lock);
 	ret = cuda_set_ctx(cb);
 	if (!ret)
-		ret = cuda_host_range(cb, c->src, cb->cfg.expert_bytes);
+		ret = cuda_host_range(cb, c->src, cb->g.cfg.expert_bytes);
 	if (!ret)
-		ret = agent_copy_queue_reserve(&cb->eng.done, cb->eng.inflight + 1);
+		ret = agent_copy_queue_reserve(&cb->g.eng.done, cb->g.eng.inflight + 1);
 	if (!ret)
 		ret = cuda_get_event(cb, &cc.done);
 	if (ret)
 		goto out;
-	first_bytes = cb->cfg.expert_bytes;
-	if (cb->eng.copy_delay_us && cb->cfg.expert_bytes > 1) {
+	first_bytes = cb->g.cfg.expert_bytes;
+	if (cb->g.eng.copy_delay_us && cb->g.cfg.expert_bytes > 1) {
 		/* Half now, half after the delay: tests see a slot half-written. */
-		first_bytes = cb->cfg.expert_bytes / 2;
+		first_bytes = cb->g.cfg.expert_bytes / 2;
 		cc.rest_off = first_bytes;
-		cc.rest_at_ns = mc_gpu_now_ns() + (uint64_t)cb->eng.copy_delay_us * 1000u;
+		cc.rest_at_ns = mc_gpu_now_ns() + (uint64_t)cb->g.eng.copy_delay_us * 1000u;
 	}
 	q = cuda_pick_queue(cb, c->flags);
 	res = cb->cu.cuMemcpyHtoDAsync(cc.dst, c->src, first_bytes, q->stream);
@@ -876,10 +850,10 @@ static int cuda_copy(void *priv, const struct agent_copy *c)
 		cuda_put_event(cb, cc.done);
 		goto out;
 	}
-	cb->eng.inflight++;
-	pthread_cond_signal(&cb->eng.work);
+	cb->g.eng.inflight++;
+	pthread_cond_signal(&cb->g.eng.work);
 out:
-	pthread_mutex_unlock(&cb->eng.lock);
+	pthread_mutex_unlock(&cb->g.eng.lock);
 	return ret;
 }
 

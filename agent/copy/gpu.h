@@ -10,7 +10,32 @@
 #include <stdint.h>
 
 #include "backend_impl.h"
+#include "copy_queue.h"
 #include "lib/gpu/common.h"
+
+/*
+ * What the CUDA and ROCm engines keep the same way, first in each: the
+ * engine core, the configuration, the GPU parameters (with their own copy
+ * of the device list), the pool's name and the last error in words.
+ */
+struct agent_gpu_engine {
+	struct agent_copy_engine eng; /* first: the shared ops take priv as it */
+	struct agent_backend_config cfg;
+	struct mc_gpu_params params;
+	char pool[MOECACHE_NAME_LEN];
+	char devices[256]; /* params.devices points here */
+	char err[320];
+};
+
+/*
+ * Fills g from cfg and params (NULL: defaults; unset fields from the
+ * environment) and starts its engine core. 0, or -errno with g->err
+ * saying why; agent_copy_engine_fini(&g->eng) is safe either way.
+ */
+int agent_gpu_engine_init(struct agent_gpu_engine *g, const struct agent_backend_config *cfg,
+			  const struct mc_gpu_params *params);
+/* The pool's name for the log, or NULL. */
+const char *agent_gpu_engine_pool(const struct agent_gpu_engine *g);
 
 extern const struct agent_backend_ops agent_cuda_backend;
 extern const struct agent_backend_ops agent_rocm_backend;

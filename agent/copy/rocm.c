@@ -77,12 +77,7 @@ struct rocm_queue {
 };
 
 struct rocm_backend {
-	struct agent_copy_engine eng; /* first: the shared ops take priv as it */
-	struct agent_backend_config cfg;
-	struct mc_gpu_params params;
-	char pool[MOECACHE_NAME_LEN];
-	char devices[256]; /* params.devices points here */
-	char err[320];
+	struct agent_gpu_engine g; /* first: the shared ops take priv as it */
 	struct mc_hsakmt_api kmt;
 	struct mc_drm_amdgpu_api drm;
 	bool kfd_open, sysprops;
@@ -123,26 +118,21 @@ struct rocm_backend {
 	bool thread_started;
 };
 
-static const char *rocm_pool_name(const struct rocm_backend *rb)
-{
-	return rb->pool[0] ? rb->pool : NULL;
-}
-
 static void rocm_log_err(struct rocm_backend *rb)
 {
-	agent_logf(NULL, LOG_ERR, rocm_pool_name(rb), "rocm: %s", rb->err);
+	agent_logf(NULL, LOG_ERR, agent_gpu_engine_pool(&rb->g), "rocm: %s", rb->g.err);
 }
 
 static int rocm_kmt_fail(struct rocm_backend *rb, HSAKMT_STATUS st, const char *what)
 {
-	snprintf(rb->err, sizeof(rb->err), "%s: %s (%d)", what, mc_hsakmt_status_name(st), st);
+	snprintf(rb->g.err, sizeof(rb->g.err), "%s: %s (%d)", what, mc_hsakmt_status_name(st), st);
 	rocm_log_err(rb);
 	return mc_hsakmt_errno(st) ? mc_hsakmt_errno(st) : -EIO;
 }
 
 static int rocm_drm_fail(struct rocm_backend *rb, int ret, const char *what)
 {
-	snprintf(rb->err, sizeof(rb->err), "%s: %s", what, strerror(ret < 0 ? -ret : EIO));
+	snprintf(rb->g.err, sizeof(rb->g.err), "%s: %s", what, strerror(ret < 0 ? -ret : EIO));
 	rocm_log_err(rb);
 	return ret < 0 ? ret : -EIO;
 }
@@ -224,8 +214,8 @@ static bool rocm_queue_progress(struct rocm_backend *rb, struct rocm_queue *q, u
 		if (!rocm_seq_reached(fence, h->seq))
 			break;
 		h->c.status = 0;
-		if (agent_copy_engine_done(&rb->eng, &h->c)) /* room reserved by rocm_copy */
-			agent_copy_engine_signal(&rb->eng);
+		if (agent_copy_engine_done(&rb->g.eng, &h->c)) /* room reserved by rocm_copy */
+			agent_copy_engine_signal(&rb->g.eng);
 		q->consumed = h->end;
 		q->head = (q->head + 1) % q->cap;
 		q->len--;
@@ -238,7 +228,7 @@ static void *rocm_completion_thread(void *arg)
 {
 	struct rocm_backend *rb = arg;
 
-	pthread_mutex_lock(&rb->eng.lock);
+	pthread_mutex_lock(&rb->g.eng.lock);
 	for (;;) {
 		uint64_t wait_ns = UINT64_MAX;
 		bool moved = false, busy = false;
@@ -248,14 +238,14 @@ static void *rocm_completion_thread(void *arg)
 			busy |= rb->queues[i].len != 0;
 		}
 		if (!busy) {
-			if (rb->eng.stopping)
+			if (rb->g.eng.stopping)
 				break;
-			pthread_cond_wait(&rb->eng.work, &rb->eng.lock);
+			pthread_cond_wait(&rb->g.eng.work, &rb->g.eng.lock);
 			continue;
 		}
 		if (moved)
 			continue;
-		pthread_mutex_unlock(&rb->eng.lock);
+		pthread_mutex_unlock(&rb->g.eng.lock);
 		if (rb->event && wait_ns == UINT64_MAX) {
 			rb->kmt.hsaKmtWaitOnEvent(rb->event, ROCM_EVENT_WAIT_MS);
 		} else {
@@ -264,9 +254,9 @@ static void *rocm_completion_thread(void *arg)
 
 			nanosleep(&ts, NULL);
 		}
-		pthread_mutex_lock(&rb->eng.lock);
+		pthread_mutex_lock(&rb->g.eng.lock);
 	}
-	pthread_mutex_unlock(&rb->eng.lock);
+	pthread_mutex_unlock(&rb->g.eng.lock);
 	return NULL;
 }
 
@@ -282,8 +272,8 @@ static void rocm_release_bank(struct rocm_backend *rb)
 		rb->drm.amdgpu_bo_free(rb->bo);
 	if (rb->bank_fd >= 0)
 		close(rb->bank_fd);
-	if (rb->budget_bytes && rb->params.budget)
-		mc_gpu_budget_release(rb->params.budget, (uint32_t)rb->gpu, rb->budget_bytes);
+	if (rb->budget_bytes && rb->g.params.budget)
+		mc_gpu_budget_release(rb->g.params.budget, (uint32_t)rb->gpu, rb->budget_bytes);
 	rb->bank_mapped = rb->bank_registered = false;
 	rb->bo = NULL;
 	rb->bank_fd = -1;
@@ -321,18 +311,18 @@ static void rocm_destroy(void *priv)
 	if (!rb)
 		return;
 	if (rb->thread_started) {
-		pthread_mutex_lock(&rb->eng.lock);
-		rb->eng.stopping = true;
-		pthread_mutex_unlock(&rb->eng.lock);
+		pthread_mutex_lock(&rb->g.eng.lock);
+		rb->g.eng.stopping = true;
+		pthread_mutex_unlock(&rb->g.eng.lock);
 	}
 	if (rb->bound)
 		rocm_drain(rb);
 	if (rb->thread_started) {
-		pthread_mutex_lock(&rb->eng.lock);
+		pthread_mutex_lock(&rb->g.eng.lock);
 		for (uint32_t i = 0; i < rb->n_queues; i++)
 			rb->queues[i].len = 0; /* completions are dropped */
-		pthread_cond_broadcast(&rb->eng.work);
-		pthread_mutex_unlock(&rb->eng.lock);
+		pthread_cond_broadcast(&rb->g.eng.work);
+		pthread_mutex_unlock(&rb->g.eng.lock);
 		pthread_join(rb->thread, NULL);
 	}
 	for (uint32_t i = 0; rb->queues && i < rb->n_queues; i++) {
@@ -367,7 +357,7 @@ static void rocm_destroy(void *priv)
 		rb->kmt.hsaKmtCloseKFD();
 	free(rb->queues);
 	mc_gpu_ranges_free(&rb->host);
-	agent_copy_engine_fini(&rb->eng);
+	agent_copy_engine_fini(&rb->g.eng);
 	if (rb->drm.lib)
 		mc_drm_amdgpu_api_unload(&rb->drm);
 	if (rb->kmt.lib)
@@ -394,7 +384,7 @@ static int rocm_discover(struct rocm_backend *rb)
 			rb->gpu_nodes[rb->n_gpus++] = n;
 	}
 	if (!rb->n_gpus) {
-		snprintf(rb->err, sizeof(rb->err), "the KFD lists no GPU");
+		snprintf(rb->g.err, sizeof(rb->g.err), "the KFD lists no GPU");
 		rocm_log_err(rb);
 		return -ENODEV;
 	}
@@ -415,38 +405,21 @@ int agent_rocm_backend_create(const struct agent_backend_config *cfg,
 	rb = calloc(1, sizeof(*rb));
 	if (!rb)
 		return -ENOMEM;
-	rb->cfg = *cfg;
 	rb->bank_fd = -1;
 	rb->drm_fd = -1;
 	rb->gpu = -1;
-	ret = agent_copy_engine_init(&rb->eng, cfg->copy_delay_us);
-	if (ret) {
-		snprintf(rb->err, sizeof(rb->err), "eventfd: %s", strerror(-ret));
-		goto err;
-	}
-	if (params)
-		rb->params = *params;
-	mc_gpu_params_from_env(&rb->params);
-	snprintf(rb->pool, sizeof(rb->pool), "%s", cfg->pool ? cfg->pool : "");
-	rb->cfg.pool = rb->pool;
-	if (rb->params.devices) {
-		if (strlen(rb->params.devices) >= sizeof(rb->devices)) {
-			snprintf(rb->err, sizeof(rb->err), "the GPU device list is too long");
-			ret = -E2BIG;
-			goto err_logged;
-		}
-		snprintf(rb->devices, sizeof(rb->devices), "%s", rb->params.devices);
-		rb->params.devices = rb->devices;
-	}
+	ret = agent_gpu_engine_init(&rb->g, cfg, params);
+	if (ret)
+		goto err_logged;
 
-	ret = mc_hsakmt_api_load(&rb->kmt, NULL, rb->err, sizeof(rb->err));
+	ret = mc_hsakmt_api_load(&rb->kmt, NULL, rb->g.err, sizeof(rb->g.err));
 	if (!ret)
-		ret = mc_drm_amdgpu_api_load(&rb->drm, NULL, rb->err, sizeof(rb->err));
+		ret = mc_drm_amdgpu_api_load(&rb->drm, NULL, rb->g.err, sizeof(rb->g.err));
 	if (ret)
 		goto err_logged;
 	/* The thunk's own message for a missing /dev/kfd is a bare status code. */
 	if (access(mc_rocm_kfd_path(), R_OK | W_OK)) {
-		snprintf(rb->err, sizeof(rb->err),
+		snprintf(rb->g.err, sizeof(rb->g.err),
 			 "%s: %s: no AMD GPU with the amdgpu driver's compute (KFD) support, or "
 			 "no permission (the render group)",
 			 mc_rocm_kfd_path(), strerror(errno));
@@ -462,11 +435,11 @@ int agent_rocm_backend_create(const struct agent_backend_config *cfg,
 	ret = rocm_discover(rb);
 	if (ret)
 		goto err;
-	ret = mc_gpu_devices_parse(rb->params.devices, rb->pool, rb->n_gpus, devs, &n_devs, rb->err,
-				   sizeof(rb->err));
+	ret = mc_gpu_devices_parse(rb->g.params.devices, rb->g.pool, rb->n_gpus, devs, &n_devs,
+				   rb->g.err, sizeof(rb->g.err));
 	if (ret)
 		goto err_logged;
-	rb->n_queues = mc_gpu_queue_count(&rb->params, cfg->copy_threads);
+	rb->n_queues = mc_gpu_queue_count(&rb->g.params, cfg->copy_threads);
 	rb->queues = calloc(rb->n_queues, sizeof(*rb->queues));
 	if (!rb->queues) {
 		ret = -ENOMEM;
@@ -478,7 +451,7 @@ err_logged:
 	rocm_log_err(rb);
 err:
 	if (err && errlen)
-		snprintf(err, errlen, "%s", rb->err);
+		snprintf(err, errlen, "%s", rb->g.err);
 	rocm_destroy(rb);
 	return ret;
 }
@@ -561,7 +534,7 @@ static int rocm_bind(struct rocm_backend *rb, int gpu)
 	if (st != HSAKMT_STATUS_SUCCESS)
 		return rocm_kmt_fail(rb, st, "hsaKmtGetNodeProperties");
 	if (rb->props.EngineId.ui32.Major < 9) {
-		snprintf(rb->err, sizeof(rb->err),
+		snprintf(rb->g.err, sizeof(rb->g.err),
 			 "GPU %d is GFX%u: SDMA copies need GFX9 or later (64-bit ring pointers)",
 			 gpu, rb->props.EngineId.ui32.Major);
 		rocm_log_err(rb);
@@ -570,7 +543,7 @@ static int rocm_bind(struct rocm_backend *rb, int gpu)
 	rb->fence_mtype = rb->props.EngineId.ui32.Major >= 10 ? MC_SDMA_MTYPE_UC : 0;
 	rb->drm_fd = mc_rocm_open_render_minor(rb->props.DrmRenderMinor);
 	if (rb->drm_fd < 0) {
-		snprintf(rb->err, sizeof(rb->err), "render node renderD%d of GPU %d: %s",
+		snprintf(rb->g.err, sizeof(rb->g.err), "render node renderD%d of GPU %d: %s",
 			 rb->props.DrmRenderMinor, gpu, strerror(-rb->drm_fd));
 		rocm_log_err(rb);
 		rb->drm_fd = -1;
@@ -583,8 +556,8 @@ static int rocm_bind(struct rocm_backend *rb, int gpu)
 	}
 	rb->bound = true;
 
-	ring_bytes = rocm_round_pow2((uint64_t)(rb->cfg.n_slots + 1) * 4 *
-				     rocm_copy_dwords(rb->cfg.expert_bytes));
+	ring_bytes = rocm_round_pow2((uint64_t)(rb->g.cfg.n_slots + 1) * 4 *
+				     rocm_copy_dwords(rb->g.cfg.expert_bytes));
 	if (ring_bytes < ROCM_RING_MIN)
 		ring_bytes = ROCM_RING_MIN;
 	if (ring_bytes > ROCM_RING_MAX)
@@ -607,7 +580,7 @@ static int rocm_bind(struct rocm_backend *rb, int gpu)
 	ed.NodeId = rb->node;
 	if (rb->kmt.hsaKmtCreateEvent(&ed, false, false, &rb->event) != HSAKMT_STATUS_SUCCESS) {
 		rb->event = NULL; /* the completion thread polls instead */
-		agent_logf(NULL, LOG_WARNING, rocm_pool_name(rb),
+		agent_logf(NULL, LOG_WARNING, agent_gpu_engine_pool(&rb->g),
 			   "rocm: no KFD event: completions are polled");
 	}
 	ret = -pthread_create(&rb->thread, NULL, rocm_completion_thread, rb);
@@ -624,8 +597,8 @@ static int rocm_pick_gpu(struct rocm_backend *rb, uint64_t need, int *gpu)
 	uint32_t devs[MC_GPU_MAX_DEVICES], n_devs = 0;
 	int ret;
 
-	ret = mc_gpu_devices_parse(rb->params.devices, rb->pool, rb->n_gpus, devs, &n_devs, rb->err,
-				   sizeof(rb->err));
+	ret = mc_gpu_devices_parse(rb->g.params.devices, rb->g.pool, rb->n_gpus, devs, &n_devs,
+				   rb->g.err, sizeof(rb->g.err));
 	if (ret) {
 		rocm_log_err(rb);
 		return ret;
@@ -637,16 +610,17 @@ static int rocm_pick_gpu(struct rocm_backend *rb, uint64_t need, int *gpu)
 		if (rb->kmt.hsaKmtGetNodeProperties(rb->gpu_nodes[devs[i]], &props) ==
 		    HSAKMT_STATUS_SUCCESS)
 			cand[i].free_bytes = props.LocalMemSize;
-		cand[i].room = rb->params.budget ? mc_gpu_budget_room(rb->params.budget, devs[i])
-			       : rb->params.device_budget ? rb->params.device_budget
-							  : UINT64_MAX;
+		cand[i].room = rb->g.params.budget
+				   ? mc_gpu_budget_room(rb->g.params.budget, devs[i])
+			       : rb->g.params.device_budget ? rb->g.params.device_budget
+							    : UINT64_MAX;
 	}
 	ret = mc_gpu_pick(cand, n_devs, need);
 	if (ret < 0) {
-		snprintf(rb->err, sizeof(rb->err),
+		snprintf(rb->g.err, sizeof(rb->g.err),
 			 "no GPU has room for a bank of %" PRIu64 " MiB (%u slots): lower the "
 			 "pool's slots or raise the budget",
-			 need >> 20, rb->cfg.n_slots);
+			 need >> 20, rb->g.cfg.n_slots);
 		rocm_log_err(rb);
 		return -ENOSPC;
 	}
@@ -668,7 +642,7 @@ static int rocm_map_bank(struct rocm_backend *rb, int fd)
 	rb->bank_kfd = info.MemoryAddress;
 	rb->bank_registered = true;
 	if (info.SizeInBytes < rb->bank_bytes) {
-		snprintf(rb->err, sizeof(rb->err),
+		snprintf(rb->g.err, sizeof(rb->g.err),
 			 "the bank's dma-buf has %" PRIu64 " bytes, not %" PRIu64,
 			 (uint64_t)info.SizeInBytes, rb->bank_bytes);
 		rocm_log_err(rb);
@@ -702,8 +676,8 @@ static void rocm_register_host_region(struct rocm_backend *rb)
 {
 	const struct mc_gpu_range *r;
 
-	if (rb->params.host_base && rb->params.host_size)
-		rocm_host_range(rb, rb->params.host_base, rb->params.host_size, false, &r);
+	if (rb->g.params.host_base && rb->g.params.host_size)
+		rocm_host_range(rb, rb->g.params.host_base, rb->g.params.host_size, false, &r);
 }
 
 static int rocm_bank_create(void *priv, struct moecache_bank *desc)
@@ -717,8 +691,8 @@ static int rocm_bank_create(void *priv, struct moecache_bank *desc)
 
 	if (rb->bo || rb->bank_registered)
 		return -EALREADY;
-	ret = mc_gpu_bank_geometry(rb->cfg.expert_bytes, rb->cfg.n_slots, ROCM_SLOT_ALIGN, &stride,
-				   &bytes);
+	ret = mc_gpu_bank_geometry(rb->g.cfg.expert_bytes, rb->g.cfg.n_slots, ROCM_SLOT_ALIGN,
+				   &stride, &bytes);
 	if (ret)
 		return ret;
 	if (bytes > UINT64_MAX - ROCM_BANK_ALIGN)
@@ -735,7 +709,7 @@ static int rocm_bank_create(void *priv, struct moecache_bank *desc)
 	rb->bank_bytes = bytes;
 	ret = rb->drm.amdgpu_query_heap_info(rb->dev, AMDGPU_GEM_DOMAIN_VRAM, 0, &heap);
 	if (!ret && (heap.heap_size - heap.heap_usage < bytes || heap.max_allocation < bytes)) {
-		snprintf(rb->err, sizeof(rb->err),
+		snprintf(rb->g.err, sizeof(rb->g.err),
 			 "GPU %d has %" PRIu64 " MiB of VRAM free (largest BO %" PRIu64
 			 " MiB): a bank of %" PRIu64 " MiB does not fit",
 			 rb->gpu, (heap.heap_size - heap.heap_usage) >> 20,
@@ -743,10 +717,10 @@ static int rocm_bank_create(void *priv, struct moecache_bank *desc)
 		rocm_log_err(rb);
 		return -ENOSPC;
 	}
-	if (rb->params.budget) {
-		ret = mc_gpu_budget_reserve(rb->params.budget, (uint32_t)rb->gpu, bytes);
+	if (rb->g.params.budget) {
+		ret = mc_gpu_budget_reserve(rb->g.params.budget, (uint32_t)rb->gpu, bytes);
 		if (ret) {
-			snprintf(rb->err, sizeof(rb->err),
+			snprintf(rb->g.err, sizeof(rb->g.err),
 				 "a bank of %" PRIu64
 				 " MiB exceeds what is left of GPU %d's budget",
 				 bytes >> 20, rb->gpu);
@@ -754,10 +728,10 @@ static int rocm_bank_create(void *priv, struct moecache_bank *desc)
 			return ret;
 		}
 		rb->budget_bytes = bytes;
-	} else if (rb->params.device_budget && bytes > rb->params.device_budget) {
-		snprintf(rb->err, sizeof(rb->err),
+	} else if (rb->g.params.device_budget && bytes > rb->g.params.device_budget) {
+		snprintf(rb->g.err, sizeof(rb->g.err),
 			 "a bank of %" PRIu64 " MiB exceeds the budget of %" PRIu64 " MiB",
-			 bytes >> 20, rb->params.device_budget >> 20);
+			 bytes >> 20, rb->g.params.device_budget >> 20);
 		rocm_log_err(rb);
 		return -ENOSPC;
 	}
@@ -799,8 +773,8 @@ static int rocm_bank_adopt(void *priv, const struct moecache_bank *desc)
 	if (rb->bo || rb->bank_registered)
 		return -EALREADY;
 	if (desc->backend != MOECACHE_BACKEND_ROCM || desc->fd < 0 || !desc->slot_stride ||
-	    desc->slot_stride < rb->cfg.expert_bytes ||
-	    rb->cfg.n_slots > desc->bank_bytes / desc->slot_stride ||
+	    desc->slot_stride < rb->g.cfg.expert_bytes ||
+	    rb->g.cfg.n_slots > desc->bank_bytes / desc->slot_stride ||
 	    mc_rocm_uuid_parse(desc->device_uuid, &domain, &location, &device_id))
 		return -EPROTO;
 	/* GPU indexes may change across a restart: the PCI location does not. */
@@ -813,7 +787,7 @@ static int rocm_bank_adopt(void *priv, const struct moecache_bank *desc)
 			gpu = (int)i;
 	}
 	if (gpu < 0) {
-		snprintf(rb->err, sizeof(rb->err),
+		snprintf(rb->g.err, sizeof(rb->g.err),
 			 "the bank lives on the GPU at PCI %04x:%02x:%02x.%x, which is not visible",
 			 domain, location >> 8, (location >> 3) & 0x1f, location & 7);
 		rocm_log_err(rb);
@@ -833,9 +807,9 @@ static int rocm_bank_adopt(void *priv, const struct moecache_bank *desc)
 		rocm_release_bank(rb);
 		return ret;
 	}
-	if (rb->params.budget) {
-		if (mc_gpu_budget_reserve(rb->params.budget, (uint32_t)gpu, rb->bank_bytes))
-			agent_logf(NULL, LOG_WARNING, rocm_pool_name(rb),
+	if (rb->g.params.budget) {
+		if (mc_gpu_budget_reserve(rb->g.params.budget, (uint32_t)gpu, rb->bank_bytes))
+			agent_logf(NULL, LOG_WARNING, agent_gpu_engine_pool(&rb->g),
 				   "rocm: the adopted bank exceeds GPU %d's budget", gpu);
 		else
 			rb->budget_bytes = rb->bank_bytes;
@@ -854,7 +828,7 @@ uint64_t agent_rocm_backend_slot_addr(void *priv, uint32_t slot)
 {
 	struct rocm_backend *rb = priv;
 
-	if (!rb || !rb->bank_mapped || slot >= rb->cfg.n_slots)
+	if (!rb || !rb->bank_mapped || slot >= rb->g.cfg.n_slots)
 		return 0;
 	return rb->bank_va + (uint64_t)slot * rb->slot_stride;
 }
@@ -870,7 +844,7 @@ const char *agent_rocm_backend_error(const void *priv)
 {
 	const struct rocm_backend *rb = priv;
 
-	return rb ? rb->err : "";
+	return rb ? rb->g.err : "";
 }
 
 /*
@@ -891,10 +865,10 @@ static int rocm_host_range(struct rocm_backend *rb, const void *src, size_t len,
 	*out = mc_gpu_ranges_find(&rb->host, src, len);
 	if (*out)
 		return (*out)->registered ? 0 : -EFAULT;
-	if (rb->params.host_base && (uintptr_t)src >= (uintptr_t)rb->params.host_base &&
-	    (uintptr_t)src - (uintptr_t)rb->params.host_base + len <= rb->params.host_size) {
-		start = (uintptr_t)rb->params.host_base;
-		size = rb->params.host_size;
+	if (rb->g.params.host_base && (uintptr_t)src >= (uintptr_t)rb->g.params.host_base &&
+	    (uintptr_t)src - (uintptr_t)rb->g.params.host_base + len <= rb->g.params.host_size) {
+		start = (uintptr_t)rb->g.params.host_base;
+		size = rb->g.params.host_size;
 	} else if (mc_gpu_find_mapping(src, len, &start, &size)) {
 		start = (uintptr_t)src;
 		size = len;
@@ -908,7 +882,7 @@ static int rocm_host_range(struct rocm_backend *rb, const void *src, size_t len,
 			rb->kmt.hsaKmtDeregisterMemory((void *)start);
 	}
 	if (st != HSAKMT_STATUS_SUCCESS) {
-		snprintf(rb->err, sizeof(rb->err),
+		snprintf(rb->g.err, sizeof(rb->g.err),
 			 "cannot register the host pages at %#" PRIxPTR " (%zu bytes) with the "
 			 "GPU: %s (the agent must map them read-write for a userptr)",
 			 start, size, mc_hsakmt_status_name(st));
@@ -943,32 +917,32 @@ static int rocm_copy(void *priv, const struct agent_copy *c)
 	struct rocm_backend *rb = priv;
 	struct rocm_copy rc = {.c = *c};
 	const struct mc_gpu_range *range;
-	uint64_t src, dst, first, off, size = rb->cfg.expert_bytes;
+	uint64_t src, dst, first, off, size = rb->g.cfg.expert_bytes;
 	uint32_t max_dw = rocm_copy_dwords(size), n = 0;
 	struct rocm_queue *q;
 	uint32_t *dw;
 	int ret;
 
-	if (!rb->bank_mapped || !c || c->slot >= rb->cfg.n_slots || !c->src)
+	if (!rb->bank_mapped || !c || c->slot >= rb->g.cfg.n_slots || !c->src)
 		return -EINVAL;
 	dw = malloc((size_t)max_dw * 4);
 	if (!dw)
 		return -ENOMEM;
-	pthread_mutex_lock(&rb->eng.lock);
+	pthread_mutex_lock(&rb->g.eng.lock);
 	ret = rocm_host_range(rb, c->src, size, false, &range);
 	if (!ret)
-		ret = agent_copy_queue_reserve(&rb->eng.done, rb->eng.inflight + 1);
+		ret = agent_copy_queue_reserve(&rb->g.eng.done, rb->g.eng.inflight + 1);
 	if (ret)
 		goto out;
 	src = range->device_addr + ((uintptr_t)c->src - range->start);
 	dst = rb->bank_va + (uint64_t)c->slot * rb->slot_stride;
 	q = rocm_pick_queue(rb, c->flags);
 	first = size;
-	if (rb->eng.copy_delay_us && size > 1) {
+	if (rb->g.eng.copy_delay_us && size > 1) {
 		/* Half, a fence, a wait on the gate word the completion thread opens, the rest. */
 		first = size / 2;
 		rc.gate_seq = ++q->seq;
-		rc.gate_at_ns = mc_gpu_now_ns() + (uint64_t)rb->eng.copy_delay_us * 1000u;
+		rc.gate_at_ns = mc_gpu_now_ns() + (uint64_t)rb->g.eng.copy_delay_us * 1000u;
 		n += mc_sdma_copy(dw + n, max_dw - n, dst, src, first);
 		n += mc_sdma_fence(dw + n, q->fence_gpu, rc.gate_seq, rb->fence_mtype);
 		n += mc_sdma_poll_mem(dw + n, q->gate_gpu, rc.gate_seq, 0xffffffffu,
@@ -982,7 +956,7 @@ static int rocm_copy(void *priv, const struct agent_copy *c)
 		n += mc_sdma_trap(dw + n, rb->event->EventId);
 	ret = rocm_ring_submit(q, dw, n);
 	if (ret) {
-		snprintf(rb->err, sizeof(rb->err), "SDMA ring full (%u copies queued)", q->len);
+		snprintf(rb->g.err, sizeof(rb->g.err), "SDMA ring full (%u copies queued)", q->len);
 		rocm_log_err(rb);
 		q->seq -= rc.gate_seq ? 2 : 1;
 		goto out;
@@ -1001,10 +975,10 @@ static int rocm_copy(void *priv, const struct agent_copy *c)
 		q->consumed = rc.end;
 		goto out;
 	}
-	rb->eng.inflight++;
-	pthread_cond_signal(&rb->eng.work);
+	rb->g.eng.inflight++;
+	pthread_cond_signal(&rb->g.eng.work);
 out:
-	pthread_mutex_unlock(&rb->eng.lock);
+	pthread_mutex_unlock(&rb->g.eng.lock);
 	free(dw);
 	return ret;
 }
@@ -1019,14 +993,14 @@ int agent_rocm_backend_read_slot(void *priv, uint32_t slot, void *dst, uint64_t 
 	uint32_t *dw;
 	int ret;
 
-	if (!rb || !rb->bank_mapped || slot >= rb->cfg.n_slots || !dst || !bytes ||
+	if (!rb || !rb->bank_mapped || slot >= rb->g.cfg.n_slots || !dst || !bytes ||
 	    bytes > rb->slot_stride)
 		return -EINVAL;
 	max_dw = mc_sdma_copy_dwords(bytes) + MC_SDMA_FENCE_DW;
 	dw = malloc((size_t)max_dw * 4);
 	if (!dw)
 		return -ENOMEM;
-	pthread_mutex_lock(&rb->eng.lock);
+	pthread_mutex_lock(&rb->g.eng.lock);
 	q = &rb->queues[0];
 	ret = rocm_host_range(rb, dst, bytes, true, &range);
 	if (ret)
@@ -1040,7 +1014,7 @@ int agent_rocm_backend_read_slot(void *priv, uint32_t slot, void *dst, uint64_t 
 		q->seq--;
 	end = q->wptr;
 unlock:
-	pthread_mutex_unlock(&rb->eng.lock);
+	pthread_mutex_unlock(&rb->g.eng.lock);
 	free(dw);
 	if (ret)
 		return ret;
@@ -1052,11 +1026,11 @@ unlock:
 			return -ETIMEDOUT;
 		nanosleep(&ts, NULL);
 	}
-	pthread_mutex_lock(&rb->eng.lock);
+	pthread_mutex_lock(&rb->g.eng.lock);
 	/* No copy after it to move the ring's consumed mark: move it here. */
 	if (!q->len && (int64_t)(end - q->consumed) > 0)
 		q->consumed = end;
-	pthread_mutex_unlock(&rb->eng.lock);
+	pthread_mutex_unlock(&rb->g.eng.lock);
 	return 0;
 }
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * moecache-demo-pool: the few pool operations the demo and the agent's VM
- * tests need (create, destroy, stats), until tools/moecachectl covers them.
+ * tests use (create, destroy, stats), with key=value output their scripts
+ * read. moecachectl pool create, pool destroy and stats cover the same;
+ * this tool goes once the demo and the suites use moecachectl.
  *
  *   moecache-demo-pool create NAME --layers L --experts E --slots S
  *                      --expert-bytes B [--begin B --end E] [--mode 0660]

@@ -14,7 +14,7 @@
 # make check-debug then scans for leaks.
 #
 # Runs where /dev/moecache exists and moecached, moecache-decode and
-# moecache-demo-pool are on PATH (the test VM: tools/vm/run sh soak.sh).
+# moecachectl are on PATH (the test VM: tools/vm/run sh soak.sh).
 # Environment: SOAK_CLIENTS (8), SOAK_WITNESSES (2: clients never killed),
 # SOAK_CLIENT_KILLS (200), SOAK_AGENT_EVERY
 # (10: one agent kill per this many client kills), SOAK_STEPS (steps per
@@ -49,7 +49,7 @@ fail()
 	exit 1
 }
 
-for prog in moecached moecache-decode moecache-demo-pool; do
+for prog in moecached moecache-decode moecachectl; do
 	command -v "$prog" >/dev/null 2>&1 || fail "$prog is not on PATH"
 done
 [ -r "$trace" ] || fail "no trace at $trace (SOAK_TRACE)"
@@ -122,8 +122,8 @@ alive()
 }
 
 expert_bytes=$(moecache-decode --print-expert-bytes $shape) || fail "moecache-decode"
-moecache-demo-pool create "$pool" --layers $layers --experts $experts --slots $slots \
-	--expert-bytes "$expert_bytes" || fail "cannot create the pool"
+moecachectl pool create "$pool" --layers $layers --experts $experts --slots $slots \
+	--expert-bytes "$expert_bytes" >/dev/null || fail "cannot create the pool"
 moecache-decode --pool "$pool" --fill $shape >/dev/null || fail "cannot load the weights"
 say "pool $pool: $layers x $experts experts, $slots slots; $clients clients," \
 	"$kills_wanted client kills, one agent kill per $agent_every"
@@ -188,18 +188,21 @@ wait "$agent_pid"
 agent_rc=$?
 end=$(cut -d' ' -f1 /proc/uptime)
 
-moecache-demo-pool stats "$pool" >"$work/stats" 2>&1 || fail "stats: $(cat "$work/stats")"
-stats=$(cat "$work/stats")
+moecachectl stats "$pool" --json >"$work/stats" 2>&1 || fail "stats: $(cat "$work/stats")"
+# The pool's state: "key": value fields of the totals' "state" object.
 field()
 {
-	sed -n "s/.* $1=\\([^ ]*\\).*/\\1/p" "$work/stats" | tail -n 1
+	sed -n "s/.*\"$1\" *: *\\([0-9]*\\).*/\\1/p" "$work/stats" | head -n 1
 }
+stats=$(for f in hits misses evictions pins queued inflight filling clients agent_pid; do
+	printf '%s=%s ' "$f" "$(field $f)"
+done)
 say "after: $stats"
 leftover=
 for f in pins queued inflight filling clients agent_pid; do
 	[ "$(field $f)" = 0 ] || leftover="$leftover $f=$(field $f)"
 done
-moecache-demo-pool destroy "$pool" || leftover="$leftover (pool cannot be destroyed)"
+moecachectl pool destroy "$pool" >/dev/null || leftover="$leftover (pool cannot be destroyed)"
 
 say "$client_kills client kills, $agent_kills agent kills, $finished client runs finished" \
 	"($bad failed), agent exit $agent_rc on SIGTERM, $(awk -v a="$start" -v b="$end" \

@@ -4,7 +4,7 @@ MOECACHE_AGENT_E2E := $(TESTOUT)/vm/moecache-agent-e2e
 
 VM_TESTS  += $(MOECACHE_AGENT_E2E)
 # `make check` boots a VM for it; it needs moecached, moecache-decode and
-# moecache-demo-pool from build/bin and the traces at /traces.
+# moecachectl from build/bin and the traces at /traces.
 VM_SUITES += moecache-agent-e2e
 
 $(MOECACHE_AGENT_E2E): $(OBJ)/tests/vm-agent/e2etest.o $(LIBOUT)/libmoecache.a

@@ -7,8 +7,8 @@
  * line per test, then "e2e: P passed, F failed"; exit 0 only if all pass.
  *
  * Usage: moecache-agent-e2e [--traces DIR] [--only NAME] [--keep-logs]
- * (the programs moecached, moecache-decode, moecache-demo-pool and
- * moecachectl are taken from PATH).
+ * (the programs moecached, moecache-decode and moecachectl are taken
+ * from PATH).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -168,18 +168,9 @@ static void e2e_path(const struct e2e *e, char *out, size_t len, const char *poo
 static int e2e_pool_create(struct e2e *e, const char *pool, uint32_t slots)
 {
 	char layers[16], experts[16], nslots[16], bytes[32], out[512];
-	char *argv[] = {"moecache-demo-pool",
-			"create",
-			(char *)pool,
-			"--layers",
-			layers,
-			"--experts",
-			experts,
-			"--slots",
-			nslots,
-			"--expert-bytes",
-			bytes,
-			NULL};
+	char *argv[] = {"moecachectl",	  "pool",      "create", (char *)pool, "--layers",
+			layers,		  "--experts", experts,	 "--slots",    nslots,
+			"--expert-bytes", bytes,       NULL};
 	char *fill[] = {"moecache-decode", "--pool", (char *)pool, "--fill", E2E_SHAPE, NULL};
 
 	snprintf(layers, sizeof(layers), "%u", E2E_LAYERS);
@@ -196,7 +187,7 @@ static int e2e_pool_create(struct e2e *e, const char *pool, uint32_t slots)
 static void e2e_pool_destroy(struct e2e *e, const char *pool)
 {
 	char out[512];
-	char *argv[] = {"moecache-demo-pool", "destroy", (char *)pool, NULL};
+	char *argv[] = {"moecachectl", "pool", "destroy", (char *)pool, NULL};
 
 	e2e_path(e, out, sizeof(out), pool, "destroy");
 	e2e_run(out, argv, 30000);

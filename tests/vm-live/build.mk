@@ -6,7 +6,7 @@ MOECACHE_LIVE_TEST   := $(TESTOUT)/vm/moecache-live
 
 PROGRAMS  += $(MOECACHE_LIVE_VS_SIM)
 VM_TESTS  += $(MOECACHE_LIVE_TEST)
-# It needs moecached, moecache-decode, moecache-trace, moecache-demo-pool and
+# It needs moecached, moecache-decode, moecache-trace, moecachectl and
 # moecache-live-vs-sim from build/bin and the traces at /traces.
 VM_SUITES += moecache-live
 
@@ -23,7 +23,7 @@ LIVE_VS_SIM_ARGS ?=
 .PHONY: live-vs-sim
 live-vs-sim:
 	+$(MAKE) --no-print-directory -j2 module $(MOECACHED) $(MOECACHE_DECODE) \
-		$(MOETRACE_BIN) $(MOECACHE_DEMO_POOL) $(MOECACHE_LIVE_VS_SIM)
+		$(MOETRACE_BIN) $(MOECACHECTL) $(MOECACHE_LIVE_VS_SIM)
 	@mkdir -p $(BUILD)/live-vs-sim
 	MOECACHE_VM_TIMEOUT=$${MOECACHE_VM_TIMEOUT:-1800} MOECACHE_VM_OUT=$(BUILD)/live-vs-sim \
 		tools/vm/run moecache-live-vs-sim --out /out/live-vs-sim.json $(LIVE_VS_SIM_ARGS)

@@ -47,7 +47,7 @@ die()
 {
 	echo "live-vs-sim: FAILED: $*" >&2
 	[ -z "$agent_pid" ] || kill "$agent_pid" 2>/dev/null
-	moecache-demo-pool destroy "$pool" 2>/dev/null
+	moecachectl pool destroy "$pool" >/dev/null 2>&1
 	exit 1
 }
 
@@ -89,7 +89,7 @@ head -n "$tokens" "$olmoe" >"$olmoe_prefix"
 # pool_up SLOTS LAYERS EXPERTS POLICY: a fresh pool, its weights, an agent.
 pool_up()
 {
-	moecache-demo-pool create "$pool" --layers "$2" --experts "$3" --slots "$1" \
+	moecachectl pool create "$pool" --layers "$2" --experts "$3" --slots "$1" \
 		--expert-bytes "$expert_bytes" >/dev/null || die "cannot create the pool"
 	moecache-decode --pool "$pool" --fill $shape >/dev/null || die "cannot load the weights"
 	moecached --pool "$pool" --foreground --policy "$4" 2>"$work/agent.log" &
@@ -105,11 +105,11 @@ pool_up()
 
 pool_down()
 {
-	moecache-demo-pool stats "$pool" >"$work/stats.out" || die "stats"
+	moecachectl stats "$pool" --json >"$work/stats.json" || die "stats"
 	kill -TERM "$agent_pid"
 	wait "$agent_pid" || die "moecached failed: $(cat "$work/agent.log")"
 	agent_pid=
-	moecache-demo-pool destroy "$pool" || die "cannot destroy the pool"
+	moecachectl pool destroy "$pool" >/dev/null || die "cannot destroy the pool"
 }
 
 json_rows=
@@ -180,7 +180,7 @@ for t in $which_traces; do
 			# The driver's count must be the client's: one client, every access counted.
 			lh=$(jfield hits "$work/client.json")
 			lm=$(jfield misses "$work/client.json")
-			dh=$(sed -n 's/.* hits=\([0-9]*\).*/\1/p' "$work/stats.out")
+			dh=$(jfield hits "$work/stats.json")
 			[ "$dh" = "$lh" ] || die "driver hits $dh, client hits $lh"
 			# shellcheck disable=SC2086 # the flags are several options
 			row single "$name" "$pol" "$cap" "$slots" 1 "$lh" "$lm" \

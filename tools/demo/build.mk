@@ -1,14 +1,9 @@
 # `make demo`: four verifying decode clients sharing one pool through moecached,
 # in the test VM (VM=0: on this host, as root, with the module loadable).
-MOECACHE_DEMO_POOL := $(BIN)/moecache-demo-pool
 MOECACHE_DEMO      := $(BIN)/moecache-demo
 VM ?= 1
 
-PROGRAMS += $(MOECACHE_DEMO_POOL) $(MOECACHE_DEMO)
-
-$(MOECACHE_DEMO_POOL): $(OBJ)/tools/demo/pool_admin.o $(LIBOUT)/libmoecache.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^
+PROGRAMS += $(MOECACHE_DEMO)
 
 # The script runs inside the VM, where build/bin is on PATH.
 $(MOECACHE_DEMO): tools/demo/demo.sh
@@ -21,5 +16,5 @@ $(MOECACHE_DEMO): tools/demo/demo.sh
 demo:
 	+$(MAKE) --no-print-directory deps
 	+$(MAKE) --no-print-directory -j2 module $(MOECACHED) $(MOECACHE_DECODE) \
-		$(MOECACHE_DEMO_POOL) $(MOECACHE_DEMO)
+		$(MOECACHECTL) $(MOECACHE_DEMO)
 	tools/demo/run VM=$(VM)

@@ -31,7 +31,7 @@ die()
 {
 	echo "demo: FAILED: $*" >&2
 	[ -z "$agent_pid" ] || kill "$agent_pid" 2>/dev/null
-	moecache-demo-pool destroy "$pool" 2>/dev/null
+	moecachectl pool destroy "$pool" >/dev/null 2>&1
 	exit 1
 }
 
@@ -41,14 +41,21 @@ field()
 	sed -n "s/.* $1=\\([^ ]*\\).*/\\1/p" "$2" | tail -n 1
 }
 
+# The first integer field "key": value of a JSON file (moecachectl --json:
+# the pool's totals come before the per-layer figures).
+jfield()
+{
+	sed -n "s/.*\"$1\" *: *\\([0-9]*\\).*/\\1/p" "$2" | head -n 1
+}
+
 [ -r "$trace" ] || die "no trace at $trace (set MOECACHE_TRACES)"
 [ -e /dev/moecache ] || die "no /dev/moecache: load the module first"
 
 expert_bytes=$(moecache-decode --print-expert-bytes $shape) || die "moecache-decode"
 echo "demo: pool $pool: $layers layers x $experts experts of $expert_bytes bytes," \
 	"bank of $slots slots (25%)"
-moecache-demo-pool create "$pool" --layers $layers --experts $experts --slots $slots \
-	--expert-bytes "$expert_bytes" || die "cannot create the pool"
+moecachectl pool create "$pool" --layers $layers --experts $experts --slots $slots \
+	--expert-bytes "$expert_bytes" >/dev/null || die "cannot create the pool"
 moecache-decode --pool "$pool" --fill $shape || die "cannot load the weights"
 
 moecached --pool "$pool" --foreground --profile "$work/profile.json" 2>"$work/agent.log" &
@@ -73,7 +80,8 @@ for pid in $pids; do
 done
 cat "$work"/client*.out
 
-moecache-demo-pool stats "$pool" >"$work/stats.out" || die "stats"
+moecachectl stats "$pool" --json >"$work/stats.json" || die "stats"
+moecachectl pool info "$pool" --json >"$work/pool.json" || die "pool info"
 kill -TERM "$agent_pid"
 wait "$agent_pid"
 agent_rc=$?
@@ -89,11 +97,12 @@ for f in "$work"/client*.out; do
 	[ "$(field verified "$f")" = ok ] || verified=FAILED
 done
 [ "$failed" = 0 ] || verified=FAILED
-hits=$(field hits "$work/stats.out")
-misses=$(field misses "$work/stats.out")
-host_bytes=$(field host_bytes "$work/stats.out")
-echo "demo: pool stats: $(cat "$work/stats.out")"
-moecache-demo-pool destroy "$pool" || verified=FAILED
+hits=$(jfield hits "$work/stats.json")
+misses=$(jfield misses "$work/stats.json")
+host_bytes=$(jfield host_bytes "$work/pool.json")
+echo "demo: pool stats: hits=$hits misses=$misses evictions=$(jfield evictions "$work/stats.json")" \
+	"bytes_copied=$(jfield bytes_copied "$work/stats.json") host_bytes=$host_bytes"
+moecachectl pool destroy "$pool" >/dev/null || verified=FAILED
 rm -rf "$work"
 
 hit_rate=$(awk -v h="$hits" -v m="$misses" 'BEGIN { printf "%.3f", (h + m) ? h / (h + m) : 0 }')

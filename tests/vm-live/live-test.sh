@@ -61,7 +61,7 @@ cold_run()
 	head -n "$tokens" "${MOECACHE_TRACES:-/traces}/olmoe-1b-7b.decode.jsonl" >"$work/cold.jsonl"
 	# shellcheck disable=SC2086 # the shape is several options
 	cold_bytes=$(moecache-decode --print-expert-bytes $cold_shape) || return 1
-	moecache-demo-pool create "$cold_pool" --layers 16 --experts 64 --slots 256 \
+	moecachectl pool create "$cold_pool" --layers 16 --experts 64 --slots 256 \
 		--expert-bytes "$cold_bytes" >/dev/null || return 1
 	# shellcheck disable=SC2086
 	moecache-decode --pool "$cold_pool" --fill $cold_shape >/dev/null || return 1
@@ -96,7 +96,7 @@ cold_verifies()
 		kill -TERM "$cold_agent"
 		wait "$cold_agent"
 	fi
-	moecache-demo-pool destroy "$cold_pool" >/dev/null 2>&1
+	moecachectl pool destroy "$cold_pool" >/dev/null 2>&1
 	if [ "$ok" = 1 ]; then
 		passed=$((passed + 1))
 		echo "ok $n - $cold_name # $cold_desc"

@@ -2,6 +2,9 @@
 # Helpers shared by the tools/vm scripts: where the cache lives, which kernel
 # the module is built for, and how to fetch that kernel's image.
 
+# shellcheck source=tools/kernels/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../kernels/lib.sh"
+
 vm_die()
 {
 	echo "vm: $*" >&2
@@ -14,13 +17,18 @@ vm_cache_dir()
 	echo "${MOECACHE_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/moecache/vm}"
 }
 
-# The kernel the module is built against: the newest installed Debian amd64
-# headers (what the linux-headers-amd64 metapackage pulled), as kmod/build.mk
-# picks it.
+# The kernel the module is built against: MOECACHE_KVER, else the release
+# MOECACHE_KERNEL names (tools/kernels/kernel), else the newest installed
+# Debian amd64 headers (what the linux-headers-amd64 metapackage pulled), as
+# kmod/build.mk picks them.
 vm_kernel_version()
 {
 	if [ -n "${MOECACHE_KVER:-}" ]; then
 		echo "$MOECACHE_KVER"
+		return
+	fi
+	if [ -n "${MOECACHE_KERNEL:-}" ]; then
+		(kernels_release "$MOECACHE_KERNEL")
 		return
 	fi
 	local kver
@@ -30,33 +38,73 @@ vm_kernel_version()
 	echo "$kver"
 }
 
-# The ELF kernel inside a bzImage (Debian compresses it with xz). qemu boots it
-# through its PVH entry, which skips the decompressor: about 4 s less per boot
-# under TCG. Nothing is written when there is no xz payload.
+# The module tools/vm/run loads by default: the one kmod/build.mk builds for
+# the same MOECACHE_KERNEL.
+vm_default_module()
+{
+	echo "$1/build/kmod${MOECACHE_KERNEL:+-$MOECACHE_KERNEL}/moecache.ko"
+}
+
+# The ELF kernel inside a bzImage (Debian compresses it with xz, and with
+# zstd from 6.x on in sid). qemu boots it through its PVH entry, which skips
+# the decompressor: about 4 s less per boot under TCG. Nothing is written
+# when there is no payload it can decompress.
 vm_extract_vmlinux()
 {
-	local bzimage=$1 vmlinux=$2 offset
-	offset=$(LC_ALL=C grep -abo $'\xfd7zXZ\x00' "$bzimage" | head -n1 | cut -d: -f1)
-	[ -n "$offset" ] || return 0
-	# xz stops at the end of its stream and complains about what follows it.
-	tail -c +$((offset + 1)) "$bzimage" | xz -dc >"$vmlinux.tmp" 2>/dev/null || true
-	if [ "$(head -c 4 "$vmlinux.tmp" | od -An -tx1 | tr -d ' ')" = 7f454c46 ]; then
-		mv "$vmlinux.tmp" "$vmlinux"
-	else
+	local bzimage=$1 vmlinux=$2 magic offset tool
+	for magic in xz zstd; do
+		case $magic in
+		xz) offset=$(LC_ALL=C grep -abo $'\xfd7zXZ\x00' "$bzimage" | head -n1 | cut -d: -f1 || true) tool="xz -dc" ;;
+		zstd) offset=$(LC_ALL=C grep -abo $'\x28\xb5\x2f\xfd' "$bzimage" | head -n1 | cut -d: -f1 || true) tool="zstd -dcq" ;;
+		esac
+		[ -n "$offset" ] || continue
+		command -v "${tool%% *}" >/dev/null || continue
+		# Both stop at the end of their stream and complain about what
+		# follows it.
+		tail -c +$((offset + 1)) "$bzimage" | $tool >"$vmlinux.tmp" 2>/dev/null || true
+		if [ "$(head -c 4 "$vmlinux.tmp" | od -An -tx1 | tr -d ' ')" = 7f454c46 ]; then
+			mv "$vmlinux.tmp" "$vmlinux"
+			return 0
+		fi
 		rm -f "$vmlinux.tmp"
+	done
+}
+
+# Downloads the first of the packages $2... that exists into $1: from the
+# system's apt sources (Debian 12's kernel), else from the private ones of
+# tools/kernels/lib.sh (bookworm-backports, sid), else from the system's
+# after refreshing its lists (stale or missing on a fresh machine).
+vm_download()
+{
+	local into=$1 pkg
+	shift
+	for pkg in "$@"; do
+		if (cd "$into" && apt-get download "$pkg") >&2 2>>"$into/apt.log" ||
+			(kernels_apt_update && kernels_download "$into" "$pkg") 2>>"$into/apt.log"; then
+			return 0
+		fi
+	done
+	if [ "$(id -u)" = 0 ] && [ ! -e "$into/updated" ]; then
+		apt-get update >&2 && touch "$into/updated"
+		for pkg in "$@"; do
+			(cd "$into" && apt-get download "$pkg") >&2 2>>"$into/apt.log" && return 0
+		done
 	fi
+	return 1
 }
 
 # Prints the path of the kernel to boot for $1 (the ELF vmlinux when it could
-# be extracted, else the bzImage), downloading the matching linux-image
-# package first if needed. /boot is never touched.
+# be extracted, else the bzImage), downloading the matching image package
+# first if needed, and keeps the loop driver beside it (a block device for
+# the O_DIRECT tests), decompressed. Debian's 6.1 and 6.12 ship both in
+# linux-image-KVER; newer kernels split the image (linux-binary-KVER) from
+# its modules (linux-modules-KVER). /boot is never touched.
 vm_fetch_kernel()
 {
-	local kver=$1 cache dir vmlinuz tmp deb pkg
+	local kver=$1 cache dir tmp image loop config
 	cache=$(vm_cache_dir)
 	dir=$cache/kernel-$kver
-	vmlinuz=$dir/vmlinuz
-	if [ -s "$vmlinuz" ] && [ -s "$dir/modules/loop.ko" ]; then
+	if [ -s "$dir/vmlinuz" ] && [ -s "$dir/modules/loop.ko" ]; then
 		vm_kernel_image "$dir"
 		return
 	fi
@@ -64,43 +112,68 @@ vm_fetch_kernel()
 	# Several runs may start at once: one downloads, the others wait.
 	exec {lock_fd}>"$cache/.lock"
 	flock "$lock_fd"
-	if [ ! -s "$vmlinuz" ] || [ ! -s "$dir/modules/loop.ko" ]; then
+	if [ ! -s "$dir/vmlinuz" ] || [ ! -s "$dir/modules/loop.ko" ]; then
 		tmp=$(mktemp -d "$cache/fetch.XXXXXX")
-		for pkg in "linux-image-$kver" "linux-image-$kver-unsigned"; do
-			if (cd "$tmp" && apt-get download "$pkg") >&2 2>"$tmp/apt.log"; then
-				break
-			fi
-			# The package lists may be missing or stale on a fresh machine.
-			if [ "$(id -u)" = 0 ] && [ ! -e "$tmp/updated" ]; then
-				apt-get update >&2 && touch "$tmp/updated"
-				(cd "$tmp" && apt-get download "$pkg") >&2 2>"$tmp/apt.log" && break
-			fi
-		done
-		deb=$(find "$tmp" -maxdepth 1 -name 'linux-image-*.deb' | head -n1)
-		if [ -z "$deb" ]; then
-			cat "$tmp/apt.log" >&2
-			rm -rf "$tmp"
-			vm_die "cannot download linux-image-$kver"
+		mkdir -p "$tmp/debs" "$tmp/x"
+		vm_download "$tmp/debs" "linux-image-$kver" "linux-image-$kver-unsigned" ||
+			{ cat "$tmp/debs/apt.log" >&2; rm -rf "$tmp"; vm_die "cannot download linux-image-$kver"; }
+		vm_fetch_extract "$tmp" "$kver"
+		if [ -z "$(vm_fetch_find "$tmp" image "$kver")" ]; then
+			vm_download "$tmp/debs" "linux-binary-$kver" ||
+				{ cat "$tmp/debs/apt.log" >&2; rm -rf "$tmp"; vm_die "linux-image-$kver has no image, and no linux-binary-$kver"; }
+			vm_fetch_extract "$tmp" "$kver"
 		fi
-		# The image and its config, and the loop driver (a block device for
-		# the O_DIRECT tests); not the other modules.
-		mkdir -p "$tmp/x"
-		dpkg-deb --fsys-tarfile "$deb" |
-			tar -x -C "$tmp/x" --wildcards './boot/*' '*/drivers/block/loop.ko'
-		[ -s "$tmp/x/boot/vmlinuz-$kver" ] || vm_die "$deb has no boot/vmlinuz-$kver"
-		mkdir -p "$dir.new"
-		mv "$tmp/x/boot/vmlinuz-$kver" "$dir.new/vmlinuz"
-		mv "$tmp/x/boot/config-$kver" "$dir.new/config" 2>/dev/null || true
+		if [ -z "$(vm_fetch_find "$tmp" loop "$kver")" ]; then
+			vm_download "$tmp/debs" "linux-modules-$kver" ||
+				{ cat "$tmp/debs/apt.log" >&2; rm -rf "$tmp"; vm_die "no loop module for $kver, and no linux-modules-$kver"; }
+			vm_fetch_extract "$tmp" "$kver"
+		fi
+		image=$(vm_fetch_find "$tmp" image "$kver")
+		loop=$(vm_fetch_find "$tmp" loop "$kver")
+		[ -n "$image" ] || { rm -rf "$tmp"; vm_die "no vmlinuz of $kver in $(ls "$tmp/debs")"; }
+		[ -n "$loop" ] || { rm -rf "$tmp"; vm_die "no loop.ko of $kver in $(ls "$tmp/debs")"; }
 		mkdir -p "$dir.new/modules"
-		find "$tmp/x" -name loop.ko -exec mv {} "$dir.new/modules/" \;
+		mv "$image" "$dir.new/vmlinuz"
+		case $loop in
+		*.ko) mv "$loop" "$dir.new/modules/loop.ko" ;;
+		*.ko.xz) xz -dc "$loop" >"$dir.new/modules/loop.ko" ;;
+		*.ko.zst) zstd -dcq "$loop" >"$dir.new/modules/loop.ko" ;;
+		*.ko.gz) gzip -dc "$loop" >"$dir.new/modules/loop.ko" ;;
+		esac
+		config=$(find "$tmp/x" \( -name "config-$kver" -o -path "*/modules/$kver/config" \) | head -n1)
+		[ -z "$config" ] || mv "$config" "$dir.new/config"
 		vm_extract_vmlinux "$dir.new/vmlinuz" "$dir.new/vmlinux"
-		basename "$deb" >"$dir.new/package"
+		(cd "$tmp/debs" && ls -- *.deb) >"$dir.new/package"
 		rm -rf "$dir" "$tmp"
 		mv "$dir.new" "$dir"
 	fi
 	flock -u "$lock_fd"
 	exec {lock_fd}>&-
 	vm_kernel_image "$dir"
+}
+
+# Unpacks what vm_fetch_kernel keeps from each downloaded package under
+# $1/x: the image, its config and the loop driver, not the other modules.
+vm_fetch_extract()
+{
+	local tmp=$1 kver=$2 deb
+	for deb in "$tmp"/debs/*.deb; do
+		[ -e "$deb.done" ] && continue
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" --wildcards \
+			'./boot/*' "./*lib/modules/$kver/vmlinuz" \
+			"./*lib/modules/$kver/config" '*/drivers/block/loop.ko*' 2>/dev/null || true
+		touch "$deb.done"
+	done
+}
+
+# The extracted image ($2 = image) or loop driver ($2 = loop) of kernel $3.
+vm_fetch_find()
+{
+	local tmp=$1 what=$2 kver=$3
+	case $what in
+	image) find "$tmp/x" -type f \( -name "vmlinuz-$kver" -o -path "*/modules/$kver/vmlinuz" \) | head -n1 ;;
+	loop) find "$tmp/x" -type f -name 'loop.ko*' | head -n1 ;;
+	esac
 }
 
 vm_kernel_image()

@@ -1105,6 +1105,13 @@ static void race_client_main(void *arg)
 		race_check(&fc, bytes + (size_t)s * bank.slot_stride, want, s, idx, k);
 		fp_unpin(&fc, s);
 		r->pinned++;
+		/*
+		 * On one CPU the agent runs only when this client yields or is
+		 * preempted. Every yield above holds the pin, and from 6.6 on
+		 * (EEVDF) a tick rarely preempts the few instructions between
+		 * unpin and pin: without this yield the agent never evicts.
+		 */
+		sched_yield();
 	}
 	__atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
 	munmap((void *)bytes, bank.bank_bytes);

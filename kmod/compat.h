@@ -2,7 +2,8 @@
 /*
  * Differences between the kernels moecache builds on, from Debian 12's 6.1
  * to the newest Debian kernel (docs/kernels.md). Every version test of the
- * driver lives here; the rest of kmod/ calls the moecache_ names below.
+ * driver lives here; the rest of kmod/ calls the moecache_ names below, or
+ * the newest kernel's own name where this file defines it for the older.
  * Where a stable backport makes LINUX_VERSION_CODE lie, the test is on the
  * feature itself (a macro it defines).
  */
@@ -13,6 +14,7 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mmzone.h>
+#include <linux/slab.h>
 #include <linux/version.h>
 #include <net/genetlink.h>
 
@@ -98,6 +100,15 @@ static inline int moecache_call_mmap(struct file *file,
 #define MOECACHE_IMPORT_NS_DMA_BUF()	MODULE_IMPORT_NS("DMA_BUF")
 #else
 #define MOECACHE_IMPORT_NS_DMA_BUF()	MODULE_IMPORT_NS(DMA_BUF)
+#endif
+
+/*
+ * One zeroed object of P's type (type-checked from 7.0 on).
+ * 7.0: kmalloc_obj() and family ("slab: Introduce kmalloc_obj() and
+ * family"), which checkpatch asks for; defined here for the older kernels.
+ */
+#ifndef kzalloc_obj
+#define kzalloc_obj(P, GFP)	kzalloc(sizeof(P), GFP)
 #endif
 
 #endif /* _MOECACHE_COMPAT_H */

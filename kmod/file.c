@@ -24,7 +24,7 @@ static int moecache_open(struct inode *inode, struct file *file)
 {
 	struct moecache_file *mf;
 
-	mf = kzalloc(sizeof(*mf), GFP_KERNEL_ACCOUNT);
+	mf = kzalloc_obj(*mf, GFP_KERNEL_ACCOUNT);
 	if (!mf)
 		return -ENOMEM;
 	INIT_LIST_HEAD(&mf->node);

@@ -457,7 +457,7 @@ static int moecache_nl_stats(struct sk_buff *skb, struct genl_info *info)
 	err = moecache_nl_get_name(info, name);
 	if (err)
 		return err;
-	req = kzalloc(sizeof(*req), GFP_KERNEL);
+	req = kzalloc_obj(*req, GFP_KERNEL);
 	if (!req)
 		return -ENOMEM;
 	moecache_nl_caller_of(skb, &req->caller);

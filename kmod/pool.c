@@ -303,7 +303,7 @@ int moecache_pool_create(const struct moecache_pool_create *req)
 	moecache_host_bytes += host_bytes;
 	mutex_unlock(&moecache_pools_lock);
 
-	pool = kzalloc(sizeof(*pool), GFP_KERNEL_ACCOUNT);
+	pool = kzalloc_obj(*pool, GFP_KERNEL_ACCOUNT);
 	if (!pool) {
 		ret = -ENOMEM;
 		goto out_unreserve;

@@ -37,8 +37,8 @@ KMOD_BUILD := $(BUILD)/kmod
 KMOD_LINT  := $(BUILD)/lint/kmod
 KMOD_FORCE :=
 kmod_make   = $(MAKE) -C $(KDIR)
-kmod_check  = test -f "$(KDIR)/Makefile" || { echo "no kernel headers in $(KDIR): run 'make deps'$(if \
-	$(filter command line,$(origin KVER)), or install linux-headers-$(KVER))" >&2; exit 1; }
+kmod_check  = test -f "$(KDIR)/Makefile" || { echo "no kernel headers in $(KDIR): $(if \
+	$(filter command line,$(origin KVER)),install linux-headers-$(KVER),run 'make deps')" >&2; exit 1; }
 endif
 
 # $(1): the folder to build in, $(2): more Kbuild arguments.

@@ -12,9 +12,10 @@ $(MOECACHE_DEMO): tools/demo/demo.sh
 
 # deps first, then a fresh make: pkg-config answers change once packages are there.
 # Only what the demo runs is built, so that an unrelated broken piece cannot stop it.
+# VM=0 builds the module for the running kernel (its headers must be installed).
 .PHONY: demo
 demo:
 	+$(MAKE) --no-print-directory deps
-	+$(MAKE) --no-print-directory -j2 module $(MOECACHED) $(MOECACHE_DECODE) \
-		$(MOECACHECTL) $(MOECACHE_DEMO)
+	+$(MAKE) --no-print-directory -j2 $(if $(filter 0,$(VM)),KVER=$(shell uname -r)) module \
+		$(MOECACHED) $(MOECACHE_DECODE) $(MOECACHECTL) $(MOECACHE_DEMO)
 	tools/demo/run VM=$(VM)

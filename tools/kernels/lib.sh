@@ -332,7 +332,9 @@ exec chroot "$dir" "$@"'
 }
 
 # The headers of $1 installed in the chroot of suite $2 by the chroot's
-# apt, which also brings the compiler they name. Prints the chroot.
+# apt, which also brings the compiler they name, and perl: W=1 runs
+# scripts/kernel-doc, a Perl script before 6.16 that needs perl's modules.
+# Prints the chroot.
 kernels_chroot_headers()
 {
 	local kver=$1 suite=$2 dir
@@ -343,7 +345,7 @@ kernels_chroot_headers()
 			echo "kernels: installing linux-headers-$kver in the $suite chroot" >&2
 			KERNELS_BIND= kernels_in_chroot "$dir" sh -c "apt-get update -q &&
 				DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-					linux-headers-$kver" >&2 ||
+					linux-headers-$kver perl" >&2 ||
 				kernels_die "cannot install linux-headers-$kver in the $suite chroot"
 		fi
 		kernels_unlock

@@ -1106,10 +1106,12 @@ static void race_client_main(void *arg)
 		fp_unpin(&fc, s);
 		r->pinned++;
 		/*
-		 * On one CPU the agent runs only when this client yields or is
-		 * preempted. Every yield above holds the pin, and from 6.6 on
-		 * (EEVDF) a tick rarely preempts the few instructions between
-		 * unpin and pin: without this yield the agent never evicts.
+		 * On one CPU each side runs only when the other yields or is
+		 * preempted, and where a tick preempts depends on the
+		 * scheduler: from 6.6 on (EEVDF) it rarely fell between unpin
+		 * and pin, and the agent never evicted; the agent, likewise,
+		 * yields once A is back. Both make progress on any kernel, and
+		 * the ticks still interleave them anywhere.
 		 */
 		sched_yield();
 	}
@@ -1193,6 +1195,8 @@ static void concurrency_fast_pin_vs_evict(struct vm_ctx *ctx)
 		VM_EQ(ev.old_layer, B_LAYER);
 		VM_EQ(ev.old_expert, B_EXPERT);
 		race_refill(&a, bytes, bank.slot_stride, A_LAYER, A_EXPERT);
+		/* With A back, let the client pin it (see race_client_main). */
+		sched_yield();
 	}
 	vm_reap_ok(pid, 10000, "the fast-pinning client");
 	fprintf(stderr, "pinned %llu, missed %llu, evictions %llu, busy %llu, transient %llu\n",

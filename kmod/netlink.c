@@ -863,10 +863,17 @@ static const struct genl_ops moecache_nl_ops[] = {
 	},
 };
 
+/*
+ * No family-wide .maxattr: each operation with attributes names its own
+ * policy and maxattr. An operation without a policy gets genetlink's
+ * reject-all policy; 6.1 and 6.12 bound it, but 7.2 keeps the family's
+ * maxattr with it, and any attribute then indexes past that one-entry
+ * policy (7.2.13: kernel BUG at lib/nlattr.c:411 on a POOL_LIST carrying
+ * an attribute).
+ */
 static struct genl_family moecache_nl_family __ro_after_init = {
 	.name		= MOECACHE_GENL_NAME,
 	.version	= MOECACHE_GENL_VERSION,
-	.maxattr	= MOECACHE_A_MAX,
 	.netnsok	= false,
 	/* the core locks pools itself; genl_mutex would serialise for nothing */
 	.parallel_ops	= true,

@@ -725,7 +725,7 @@ static int moecache_nl_subscribe(struct sk_buff *skb, struct genl_info *info)
 	struct moecache_nl_sub *sub, *old, *stale = NULL;
 	int err;
 
-	sub = kzalloc(sizeof(*sub), GFP_KERNEL_ACCOUNT);
+	sub = kzalloc_obj(*sub, GFP_KERNEL_ACCOUNT);
 	if (!sub)
 		return -ENOMEM;
 	refcount_set(&sub->ref, 1);

@@ -82,13 +82,19 @@ static inline struct nlattr **moecache_genl_dump_attrs(struct netlink_callback *
 
 /*
  * Maps a file the driver hands on (a client's view of a CPU bank maps the
- * bank's memfd). Kernels whose shmem has .mmap_prepare rather than .mmap
- * need their own way here.
+ * bank's memfd).
+ * 6.17: call_mmap() renamed vfs_mmap(), which also serves a file whose
+ * shmem has .mmap_prepare rather than .mmap ("mm: rename
+ * call_mmap/mmap_prepare to vfs_mmap/mmap_prepare").
  */
 static inline int moecache_call_mmap(struct file *file,
 				     struct vm_area_struct *vma)
 {
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 17, 0)
+	return vfs_mmap(file, vma);
+#else
 	return call_mmap(file, vma);
+#endif
 }
 
 /*

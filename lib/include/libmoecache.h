@@ -34,6 +34,12 @@
 extern "C" {
 #endif
 
+/*
+ * The library is built with -fvisibility=hidden: what this header declares
+ * is its whole exported API (lib/libmoecache.map versions it).
+ */
+#pragma GCC visibility push(default)
+
 struct moecache;
 
 /*
@@ -288,6 +294,8 @@ int moecache_bank_get(struct moecache *mc, struct moecache_bank *bank);
 
 /* op: MOECACHE_LOAD_BEGIN or MOECACHE_LOAD_DONE. */
 int moecache_load(struct moecache *mc, uint32_t op);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

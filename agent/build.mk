@@ -16,8 +16,12 @@ AGENT_LINK    := $(OBJ)/agent/log.o $(MOEAGENT_LIB) $(LIBOUT)/libmoecopy.a \
 
 CFLAGS_agent := -I.
 LIBRARIES    += $(MOEAGENT_LIB)
+
+# libsystemd: readiness (sd_notify) under moecached@.service.
+SYSTEMD_LIBS := $(shell $(PKG_CONFIG) --libs libsystemd 2>/dev/null || echo -lsystemd)
+
 PROGRAMS     += $(MOECACHED)
-DEB_PACKAGES += libjson-c-dev
+DEB_PACKAGES += libjson-c-dev libsystemd-dev
 
 $(MOEAGENT_LIB): $(MOEAGENT_OBJS)
 	@mkdir -p $(dir $@)
@@ -25,4 +29,4 @@ $(MOEAGENT_LIB): $(MOEAGENT_OBJS)
 
 $(MOECACHED): $(OBJ)/agent/main.o $(AGENT_LINK)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(LINK_INPUTS) $(JSONC_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $(LINK_INPUTS) $(JSONC_LIBS) $(SYSTEMD_LIBS) -lm

@@ -8,6 +8,10 @@
  * profile, exit 0. SIGUSR1: save the profile. SIGHUP: re-read the config
  * file's log level and copy delay, apply the policy and profile that
  * moecachectl installed in the run folder, log stats.
+ *
+ * Under systemd (Type=notify) it reports READY=1 once every pool that
+ * started is served, and a STATUS= line naming them; elsewhere sd_notify
+ * does nothing.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -19,6 +23,8 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
+
+#include <systemd/sd-daemon.h>
 
 #include "config.h"
 #include "lib/gpu/common.h"
@@ -35,6 +41,7 @@ struct agent {
 	int signal_fd;
 	int epfd;
 	int status;
+	bool ready; /* READY=1 sent */
 };
 
 static void agent_broadcast(struct agent *a, uint32_t cmd)
@@ -74,6 +81,7 @@ static int agent_handle_signal(struct agent *a)
 	case SIGTERM:
 	case SIGINT:
 		agent_notice(&a->log, NULL, "signal %u: stopping", si.ssi_signo);
+		sd_notify(0, "STOPPING=1");
 		agent_broadcast(a, AGENT_CMD_STOP);
 		break;
 	case SIGUSR1:
@@ -84,6 +92,32 @@ static int agent_handle_signal(struct agent *a)
 		break;
 	}
 	return 0;
+}
+
+/* READY=1 once every running pool is served; STATUS= whenever that changes. */
+static void agent_notify(struct agent *a)
+{
+	char status[64 + AGENT_MAX_POOLS * (MOECACHE_NAME_LEN + 1)];
+	uint32_t serving = 0;
+	size_t n;
+
+	n = (size_t)snprintf(status, sizeof(status), "STATUS=serving");
+	for (uint32_t i = 0; i < a->cfg.n_pools; i++) {
+		if (!a->pools[i] || !agent_pool_serving(a->pools[i]))
+			continue;
+		serving++;
+		if (n < sizeof(status))
+			n += (size_t)snprintf(status + n, sizeof(status) - n, " %s",
+					      a->cfg.pools[i]);
+	}
+	if (!serving)
+		snprintf(status, sizeof(status), "STATUS=no pool served");
+	if (!a->ready && serving && serving == a->n_running) {
+		a->ready = true;
+		sd_notifyf(0, "READY=1\n%s", status);
+	} else {
+		sd_notify(0, status);
+	}
 }
 
 static void agent_reap(struct agent *a)
@@ -100,6 +134,7 @@ static void agent_reap(struct agent *a)
 		a->pools[i] = NULL;
 		a->n_running--;
 	}
+	agent_notify(a);
 }
 
 static int agent_setup(struct agent *a)

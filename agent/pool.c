@@ -65,6 +65,7 @@ struct agent_pool {
 	struct mc_gpu_budget *gpu_budget; /* shared by the agent's pools, or NULL */
 	pthread_t thread;
 	int done;   /* atomic: the thread has ended */
+	int serving; /* atomic: set up, serving requests */
 	int status; /* the thread's exit status */
 
 	uint32_t cmd;		/* atomic AGENT_CMD_* bits */
@@ -994,8 +995,13 @@ static void *pool_thread(void *arg)
 	int ret;
 
 	ret = pool_setup(p);
-	if (!ret)
+	if (!ret) {
+		/* Tells the main thread, which reports readiness to the service manager. */
+		__atomic_store_n(&p->serving, 1, __ATOMIC_RELEASE);
+		if (write(p->exit_fd, &one, sizeof(one)) < 0)
+			agent_err(p->log, p->name, "cannot tell the main thread: %s", strerror(errno));
 		ret = pool_loop(p);
+	}
 	if (ret)
 		agent_err(p->log, p->name, "stopped: %s", strerror(-ret));
 	if (p->policy) {
@@ -1061,6 +1067,11 @@ void agent_pool_set_copy_delay(struct agent_pool *p, uint32_t copy_delay_us)
 bool agent_pool_done(const struct agent_pool *p)
 {
 	return __atomic_load_n(&p->done, __ATOMIC_ACQUIRE);
+}
+
+bool agent_pool_serving(const struct agent_pool *p)
+{
+	return __atomic_load_n(&p->serving, __ATOMIC_ACQUIRE);
 }
 
 int agent_pool_join(struct agent_pool *p)

@@ -22,13 +22,16 @@ struct agent_pool;
 struct mc_gpu_budget;
 
 /*
- * exit_fd is written (eventfd) when the pool's thread ends. gpu_budget (may
- * be NULL) is the GPU bank budget the agent's pools share.
+ * exit_fd is written (eventfd) when the pool starts serving and when its
+ * thread ends. gpu_budget (may be NULL) is the GPU bank budget the agent's
+ * pools share.
  */
 int agent_pool_start(const struct agent_config *cfg, struct agent_log *log, const char *name,
 		     struct mc_gpu_budget *gpu_budget, int exit_fd, struct agent_pool **out);
 void agent_pool_command(struct agent_pool *p, uint32_t cmd);
 void agent_pool_set_copy_delay(struct agent_pool *p, uint32_t copy_delay_us);
+/* True once the pool is set up and served (it stays true after the thread ends). */
+bool agent_pool_serving(const struct agent_pool *p);
 /* True once the thread has ended. */
 bool agent_pool_done(const struct agent_pool *p);
 /* Joins the thread, frees the pool, returns its exit status (0: clean). */

@@ -38,9 +38,10 @@ $(PY_UNIT_TEST): lib/python/build.mk $(PY_EXT) $(PY_COPIES)
 		'PYTHONPATH=$(abspath $(PY_OUT))$${PYTHONPATH:+:$$PYTHONPATH} exec $(PYTHON) -B $(abspath lib/python/tests/run.py) "$$@"' >$@
 	chmod +x $@
 
-# Installs the package for Debian's python3 (DESTDIR, PYTHON_SITEDIR); part
+# Installs the package under PREFIX (DESTDIR, PYTHON_SITEDIR; Debian's
+# python3 reads /usr/lib/python3/dist-packages: PREFIX=/usr); part
 # of `make install` (a prerequisite: the top-level install adds the rest).
-PYTHON_SITEDIR ?= /usr/lib/python3/dist-packages
+PYTHON_SITEDIR ?= $(PREFIX)/lib/python3/dist-packages
 .PHONY: install install-python uninstall uninstall-python
 install: install-python
 uninstall: uninstall-python

@@ -65,8 +65,11 @@ install-files:
 	+@$(MAKE) --no-print-directory $(INSTALL_OUT)/libmoecache.pc $(INSTALL_OUT)/dkms.conf \
 		$(patsubst tools/systemd/%,$(INSTALL_OUT)/%,$(INSTALL_UNITS))
 
-.PHONY: install
-install: $(INSTALL_SBIN) $(INSTALL_BIN) $(LIBMOECACHE_SO) $(LIBMOECACHE_A) install-files
+# `install` is this and, from lib/python/build.mk, the Python package;
+# debian/rules installs this part alone (python3-moecache is not packaged yet).
+.PHONY: install install-moecache
+install: install-moecache
+install-moecache: $(INSTALL_SBIN) $(INSTALL_BIN) $(LIBMOECACHE_SO) $(LIBMOECACHE_A) install-files
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(MANDIR)/man1 \
 		$(DESTDIR)$(MANDIR)/man4 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SYSTEMDUNITDIR) \
@@ -100,8 +103,9 @@ install: $(INSTALL_SBIN) $(INSTALL_BIN) $(LIBMOECACHE_SO) $(LIBMOECACHE_A) insta
 
 # Removes what `make install` installed with the same settings (not the
 # folders, which other software may share, nor a DKMS registration).
-.PHONY: uninstall
-uninstall:
+.PHONY: uninstall uninstall-moecache
+uninstall: uninstall-moecache
+uninstall-moecache:
 	rm -f $(addprefix $(DESTDIR)$(SBINDIR)/,$(notdir $(INSTALL_SBIN)) moecache-pools)
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(INSTALL_BIN)))
 	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/libmoecache.,so so.$(LIBMOECACHE_SOVERSION) \

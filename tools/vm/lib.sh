@@ -134,12 +134,7 @@ vm_fetch_kernel()
 		[ -n "$loop" ] || { rm -rf "$tmp"; vm_die "no loop.ko of $kver in $(ls "$tmp/debs")"; }
 		mkdir -p "$dir.new/modules"
 		mv "$image" "$dir.new/vmlinuz"
-		case $loop in
-		*.ko) mv "$loop" "$dir.new/modules/loop.ko" ;;
-		*.ko.xz) xz -dc "$loop" >"$dir.new/modules/loop.ko" ;;
-		*.ko.zst) zstd -dcq "$loop" >"$dir.new/modules/loop.ko" ;;
-		*.ko.gz) gzip -dc "$loop" >"$dir.new/modules/loop.ko" ;;
-		esac
+		vm_ko_unpack "$loop" "$dir.new/modules/loop.ko"
 		config=$(find "$tmp/x" \( -name "config-$kver" -o -path "*/modules/$kver/config" \) | head -n1)
 		[ -z "$config" ] || mv "$config" "$dir.new/config"
 		vm_extract_vmlinux "$dir.new/vmlinuz" "$dir.new/vmlinux"
@@ -150,6 +145,18 @@ vm_fetch_kernel()
 	flock -u "$lock_fd"
 	exec {lock_fd}>&-
 	vm_kernel_image "$dir"
+}
+
+# Writes the module file $1 (.ko, or compressed as .ko.xz, .ko.zst, .ko.gz)
+# uncompressed to $2.
+vm_ko_unpack()
+{
+	case $1 in
+	*.ko) cp "$1" "$2" ;;
+	*.ko.xz) xz -dc "$1" >"$2" ;;
+	*.ko.zst) zstd -dcq "$1" >"$2" ;;
+	*.ko.gz) gzip -dc "$1" >"$2" ;;
+	esac
 }
 
 # Unpacks what vm_fetch_kernel keeps from each downloaded package under
@@ -199,7 +206,10 @@ vm_module_order()
 		_vm_mod_seen[$name]=1
 		f=$dir/$name.ko
 		[ -f "$f" ] || f=$dir/${name//_/-}.ko
-		[ -f "$f" ] || vm_die "no module $name in the kernel package's 9p and virtio modules"
+		# Not in the packages: built into the kernel (6.12 and later build
+		# virtio_pci in), nothing to load. A module really missing shows
+		# as the 9p mount failing at boot.
+		[ -f "$f" ] || continue
 		# shellcheck disable=SC2046 # depends is a comma-separated list
 		vm_module_order "$dir" $(modinfo -F depends "$f" | tr ',' ' ')
 		basename "$f"
@@ -211,7 +221,7 @@ vm_module_order()
 # lists them in insmod order; downloads and extracts them the first time.
 vm_fetch_9p_modules()
 {
-	local kver=$1 cache out tmp deb pkg f
+	local kver=$1 cache out tmp deb pkg f f_name
 	cache=$(vm_cache_dir)
 	out=$cache/kernel-$kver/modules-9p
 	if [ ! -s "$out/order" ]; then
@@ -221,24 +231,28 @@ vm_fetch_9p_modules()
 	fi
 	if [ ! -s "$out/order" ]; then
 		tmp=$(mktemp -d "$cache/fetch9p.XXXXXX")
-		for pkg in "linux-image-$kver" "linux-image-$kver-unsigned"; do
-			(cd "$tmp" && apt-get download "$pkg") >&2 2>"$tmp/apt.log" && break
+		mkdir -p "$tmp/debs" "$tmp/x" "$tmp/m"
+		# The same packages as vm_fetch_kernel, from the same sources: the
+		# modules are in linux-image-KVER up to 6.12, in linux-modules-KVER
+		# after.
+		for pkg in "linux-image-$kver" "linux-modules-$kver"; do
+			if ! vm_download "$tmp/debs" "$pkg" "$pkg-unsigned"; then
+				continue
+			fi
+			for deb in "$tmp"/debs/*.deb; do
+				dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" --wildcards '*/fs/9p/*' \
+					'*/net/9p/*' '*/drivers/virtio/*' '*/fs/netfs/*' '*/fs/fscache/*' 2>/dev/null || true
+			done
+			[ -z "$(find "$tmp/x" -name '9p.ko*' | head -n1)" ] || break
 		done
-		deb=$(find "$tmp" -maxdepth 1 -name 'linux-image-*.deb' | head -n1)
-		if [ -z "$deb" ]; then
-			cat "$tmp/apt.log" >&2
+		if [ -z "$(find "$tmp/x" -name '9p.ko*' | head -n1)" ]; then
+			cat "$tmp/debs/apt.log" >&2 2>/dev/null
 			rm -rf "$tmp"
-			vm_die "cannot download linux-image-$kver for its 9p modules"
+			vm_die "no 9p modules of $kver in linux-image-$kver or linux-modules-$kver"
 		fi
-		mkdir -p "$tmp/x" "$tmp/m"
-		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" --wildcards '*/fs/9p/*' \
-			'*/net/9p/*' '*/drivers/virtio/*' '*/fs/netfs/*' '*/fs/fscache/*'
 		while read -r f; do
-			case $f in
-			*.ko) cp "$f" "$tmp/m/" ;;
-			*.ko.xz) xz -dc "$f" >"$tmp/m/$(basename "$f" .xz)" ;;
-			*.ko.zst) zstd -qdc "$f" >"$tmp/m/$(basename "$f" .zst)" ;;
-			esac
+			f_name=$(basename "$f")
+			vm_ko_unpack "$f" "$tmp/m/${f_name%.ko*}.ko"
 		done < <(find "$tmp/x" -name '*.ko*')
 		vm_module_order "$tmp/m" 9p 9pnet_virtio virtio_pci >"$tmp/m/order"
 		rm -rf "$out"

@@ -187,6 +187,7 @@ struct moecache_pool {
 };
 
 struct moecache_file {
+	struct file *file;		/* its opener's credentials: f_cred */
 	struct moecache_pool *pool;	/* release/acquire, set once */
 	u32 role;
 	struct list_head node;		/* pool->files */
@@ -300,7 +301,16 @@ void pool_release(struct kref *ref);
 bool name_valid(const char *name);
 struct moecache_pool *pool_find(const char *name);
 void pool_unlink(struct moecache_pool *pool);
-bool pool_permits(struct moecache_pool *pool, int want);
+/*
+ * Rights are checked on both parties, the task that calls and the one that
+ * opened the file (f_cred), so that a file handed to a privileged process
+ * carries no more than its opener had (docs/abi.md, "Security model").
+ */
+bool pool_permits(struct moecache_pool *pool, int want,
+		  const struct moecache_file *mf);
+bool pool_may_admin(struct moecache_pool *pool,
+		    const struct moecache_file *mf);
+bool file_may_create(const struct moecache_file *mf);
 /* An event of a pool the caller holds a reference to (no pool lock held). */
 void pool_event(struct moecache_pool *pool, enum moecache_event ev, u32 arg0,
 		u32 arg1);

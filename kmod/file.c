@@ -28,6 +28,7 @@ static int moecache_open(struct inode *inode, struct file *file)
 	if (!mf)
 		return -ENOMEM;
 	INIT_LIST_HEAD(&mf->node);
+	mf->file = file;
 	file->private_data = mf;
 	return 0;
 }
@@ -147,7 +148,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 		ret = -ENOENT;
 		goto out_unlock;
 	}
-	if (!pool_permits(pool, want)) {
+	if (!pool_permits(pool, want, mf)) {
 		ret = -EACCES;
 		goto out_unlock;
 	}

@@ -65,6 +65,12 @@ struct moecache_pool_owner {
 
 void moecache_pool_owner(struct moecache_pool *pool,
 			 struct moecache_pool_owner *owner);
+/*
+ * The permission bits (MAY_READ, MAY_WRITE, ...) the owner's mode grants
+ * cred, as for an IPC object: the owner's, the group's, or the others'.
+ */
+unsigned int moecache_owner_granted(const struct moecache_pool_owner *owner,
+				    const struct cred *cred);
 
 /* The same checks and effects as the ioctls. */
 int moecache_pool_create(const struct moecache_pool_create *req);

@@ -151,32 +151,12 @@ static bool moecache_nl_party_admin(const struct moecache_nl_party *p)
 	return p->admin;
 }
 
-static bool moecache_nl_in_group(const struct cred *cred, kgid_t gid)
-{
-	const struct group_info *groups = cred->group_info;
-	int i;
-
-	if (gid_eq(cred->egid, gid))
-		return true;
-	for (i = 0; i < groups->ngroups; i++)
-		if (gid_eq(groups->gid[i], gid))
-			return true;
-	return false;
-}
-
 /* The pool's mode for MAY_READ, as ATTACH checks it for a client. */
 static bool moecache_nl_party_may_read(const struct moecache_nl_party *p,
 				       const struct moecache_pool_owner *o)
 {
-	unsigned int granted;
-
-	if (uid_eq(p->cred->euid, o->uid))
-		granted = o->mode >> 6;
-	else if (moecache_nl_in_group(p->cred, o->gid))
-		granted = o->mode >> 3;
-	else
-		granted = o->mode;
-	return (granted & MAY_READ) || moecache_nl_party_admin(p);
+	return (moecache_owner_granted(o, p->cred) & MAY_READ) ||
+	       moecache_nl_party_admin(p);
 }
 
 static bool moecache_nl_may_read(const struct moecache_nl_caller *c,

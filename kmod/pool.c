@@ -430,20 +430,67 @@ out_unlock:
 	return ret;
 }
 
-/* IPC-style check of the pool's mode for MAY_READ or MAY_WRITE. */
-bool pool_permits(struct moecache_pool *pool, int want)
+static bool cred_in_group(const struct cred *cred, kgid_t gid)
 {
-	unsigned int granted;
+	const struct group_info *groups = cred->group_info;
+	int i;
 
-	if (uid_eq(current_euid(), pool->uid))
-		granted = pool->mode >> 6;
-	else if (in_egroup_p(pool->gid))
-		granted = pool->mode >> 3;
-	else
-		granted = pool->mode;
-	if ((want & granted & 7) == want)
+	if (gid_eq(cred->egid, gid))
+		return true;
+	for (i = 0; i < groups->ngroups; i++)
+		if (gid_eq(groups->gid[i], gid))
+			return true;
+	return false;
+}
+
+unsigned int moecache_owner_granted(const struct moecache_pool_owner *owner,
+				    const struct cred *cred)
+{
+	if (uid_eq(cred->euid, owner->uid))
+		return (owner->mode >> 6) & 7;
+	if (cred_in_group(cred, owner->gid))
+		return (owner->mode >> 3) & 7;
+	return owner->mode & 7;
+}
+
+/* CAP_SYS_ADMIN is asked only once the mode said no: no audit noise. */
+static bool opener_permits(const struct moecache_pool_owner *owner, int want,
+			   const struct file *file)
+{
+	if ((moecache_owner_granted(owner, file->f_cred) & want) == want)
+		return true;
+	return file_ns_capable(file, &init_user_ns, CAP_SYS_ADMIN);
+}
+
+/* IPC-style check of the pool's mode for MAY_READ or MAY_WRITE. */
+bool pool_permits(struct moecache_pool *pool, int want,
+		  const struct moecache_file *mf)
+{
+	struct moecache_pool_owner owner;
+
+	moecache_pool_owner(pool, &owner);
+	if (!opener_permits(&owner, want, mf->file))
+		return false;
+	if ((moecache_owner_granted(&owner, current_cred()) & want) == want)
 		return true;
 	return capable(CAP_SYS_ADMIN);
+}
+
+bool pool_may_admin(struct moecache_pool *pool,
+		    const struct moecache_file *mf)
+{
+	const struct file *file = mf->file;
+
+	if (!uid_eq(file->f_cred->euid, pool->uid) &&
+	    !file_ns_capable(file, &init_user_ns, CAP_SYS_ADMIN))
+		return false;
+	return moecache_pool_may_admin(pool);
+}
+
+bool file_may_create(const struct moecache_file *mf)
+{
+	return file_ns_capable(mf->file, &init_user_ns, CAP_SYS_ADMIN) &&
+	       capable(CAP_SYS_ADMIN);
 }
 
 int moecache_visit_pools(moecache_pool_fn fn, void *arg, unsigned long *pos)
@@ -563,9 +610,15 @@ long ioc_pool_create(struct moecache_pool *pool, struct moecache_file *mf,
 
 	if (copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
-	if (!capable(CAP_SYS_ADMIN))
+	if (!file_may_create(mf))
 		return -EPERM;
 	return moecache_pool_create(&req);
+}
+
+/* moecache_pool_fn: may the file's two parties (arg) destroy the pool? */
+static int file_may_destroy(struct moecache_pool *pool, void *arg)
+{
+	return pool_may_admin(pool, arg) ? 0 : -EPERM;
 }
 
 long ioc_pool_destroy(struct moecache_pool *pool, struct moecache_file *mf,
@@ -577,5 +630,5 @@ long ioc_pool_destroy(struct moecache_pool *pool, struct moecache_file *mf,
 		return -EFAULT;
 	if (!name_valid(req.name) || req.flags || req.pad)
 		return -EINVAL;
-	return moecache_pool_destroy(req.name, NULL, NULL);
+	return moecache_pool_destroy(req.name, file_may_destroy, mf);
 }

@@ -17,6 +17,72 @@
 
 #define NOBODY 65534
 
+/* ---- a file carries its opener's rights ------------------------------- */
+
+/*
+ * The device opened with effective uid NOBODY and no capability, then root
+ * again (the saved uid): the fd a set-uid program inherits from an
+ * unprivileged parent. The rights of a call on it are its opener's too.
+ */
+static int open_as_nobody_then_root(char *node, size_t len)
+{
+	int fd, err;
+
+	vm_get_node(node, len);
+	VM_OK(setresuid(-1, NOBODY, 0));
+	fd = open(node, O_RDWR | O_CLOEXEC);
+	err = errno;
+	VM_OK(setresuid(-1, 0, -1));
+	VM_EQ(geteuid(), 0);
+	if (fd < 0)
+		VM_FAIL("open %s as euid %u: %s", node, NOBODY, vm_errname(err));
+	return fd;
+}
+
+static void permission_deputy_file_cannot_create(struct vm_ctx *ctx)
+{
+	struct moecache_pool_create pc;
+	char node[64];
+	int fd = open_as_nobody_then_root(node, sizeof(node));
+
+	vm_fill_create(&pc, ctx->pool, &vm_geom_default);
+	VM_ERR(ioctl(fd, MOECACHE_IOC_POOL_CREATE, &pc), EPERM);
+	vm_expect_no_pool(ctx->pool);
+	close(fd);
+	vm_put_node(node);
+}
+
+static void permission_deputy_file_cannot_destroy(struct vm_ctx *ctx)
+{
+	struct moecache_pool_name pn;
+	char node[64];
+	int fd;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	fd = open_as_nobody_then_root(node, sizeof(node));
+	memset(&pn, 0, sizeof(pn));
+	snprintf(pn.name, sizeof(pn.name), "%s", ctx->pool);
+	VM_ERR(ioctl(fd, MOECACHE_IOC_POOL_DESTROY, &pn), EPERM);
+	close(fd);
+	vm_put_node(node);
+	/* Still there: root's own file destroys it. */
+	vm_pool_destroy(ctx->pool);
+}
+
+static void permission_deputy_file_cannot_attach(struct vm_ctx *ctx)
+{
+	struct vm_view v;
+	char node[64];
+	int fd;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	fd = open_as_nobody_then_root(node, sizeof(node));
+	VM_EQ(vm_try_attach_fd(&v, fd, ctx->pool, MOECACHE_ROLE_CLIENT), -EACCES);
+	close(fd);
+	vm_put_node(node);
+	vm_pool_destroy(ctx->pool);
+}
+
 /* ---- the bank is read-only for clients -------------------------------- */
 
 struct bank_probe {
@@ -706,6 +772,12 @@ static void basic_longer_struct_zero_tail(struct vm_ctx *ctx)
 }
 
 static const struct vm_test tenant_tests[] = {
+    VM_TEST(permission_deputy_file_cannot_create,
+	    "POOL_CREATE by root on a file opened by uid 65534 is EPERM"),
+    VM_TEST(permission_deputy_file_cannot_destroy,
+	    "POOL_DESTROY by root on a file opened by uid 65534 is EPERM; the pool stays"),
+    VM_TEST(permission_deputy_file_cannot_attach,
+	    "ATTACH by root on a file opened by uid 65534 to a 0600 root pool is EACCES"),
     VM_TEST(permission_client_bank_read_only,
 	    "a client of a readable pool cannot write the CPU bank by any way of its fd"),
     VM_TEST(lifetime_agent_restart_writes_bank,

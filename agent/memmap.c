@@ -75,6 +75,17 @@ void agent_memmap_filling(struct agent_memmap *f, uint32_t idx, uint32_t slot)
 	mc_seq_write_end(&f->hdr->seq);
 }
 
+void agent_memmap_clear(struct agent_memmap *f, uint32_t slot)
+{
+	uint32_t old = f->owner[slot];
+
+	mc_seq_write_begin(&f->hdr->seq);
+	if (old != MOECACHE_NONE && !(old & MOECACHE_OWNER_FILLING) && f->map[old] == slot)
+		mc_store_release_u32(&f->map[old], MOECACHE_NONE);
+	mc_store_release_u32(&f->owner[slot], MOECACHE_NONE);
+	mc_seq_write_end(&f->hdr->seq);
+}
+
 void agent_memmap_pin(struct agent_memmap *f, uint32_t slot, uint64_t clock)
 {
 	f->pins[slot]++;

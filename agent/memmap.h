@@ -31,6 +31,8 @@ void agent_memmap_free(struct agent_memmap *f);
 void agent_memmap_publish(struct agent_memmap *f, uint32_t idx, uint32_t slot);
 /* Marks slot as being filled for idx, as EVICT does (the slot's old expert is unmapped). */
 void agent_memmap_filling(struct agent_memmap *f, uint32_t idx, uint32_t slot);
+/* Empties slot: its expert is unmapped and the owner is NONE (the expert moved to another bank). */
+void agent_memmap_clear(struct agent_memmap *f, uint32_t slot);
 /* A pin of slot at pool clock, as ACQUIRE takes on a hit; unpin drops one. */
 void agent_memmap_pin(struct agent_memmap *f, uint32_t slot, uint64_t clock);
 void agent_memmap_unpin(struct agent_memmap *f, uint32_t slot);

@@ -5,6 +5,8 @@
  *   moecache-trace sim --trace FILE (--capacity F | --slots N) [--policy NAME]
  *       [--per-layer] [--prompt NAME] [--phase prefill|decode|all]
  *       [--prefetch] [--profile FILE]
+ *   moecache-trace sim --trace FILE --tiers F0,F1,... [--placement dynamic|static]
+ *       [--policy NAME] [--timing [--tier-us T] ...]
  *   moecache-trace table --trace FILE [--trace FILE...] [--capacity F,F,...]
  *       [--per-layer]
  *   moecache-trace profile --trace FILE --out FILE [--prompt NAME] [--phase P]
@@ -48,6 +50,12 @@ struct cli {
 	double hint_accuracy;	       /* 0: not given */
 	uint32_t batch;		       /* sequences per step; 0: not given (1) */
 	bool prefill_batched;	       /* a prompt's prefill as one step */
+	/* tiers (sim --tiers) */
+	double tier_fractions[AGENT_TIERS_MAX];
+	uint32_t n_tiers; /* 0: one bank, as without tiers */
+	bool placement_set;
+	enum agent_tier_placement placement;
+	double tier_us; /* < 0: not given */
 };
 
 #define TSET_LINK 1u
@@ -70,6 +78,10 @@ static void usage(FILE *f)
 	    "                          [--timing [--preset h200|slow-link] [--link-gbps G]\n"
 	    "                           [--copy-engines N] [--cpu-gbps G] [--layer-us T]\n"
 	    "                           [--expert-bytes B]]\n"
+	    "       moecache-trace sim --trace FILE --tiers F0,F1,... [--placement "
+	    "dynamic|static]\n"
+	    "                          [--policy NAME] [--prompt NAME] [--phase P]\n"
+	    "                          [--timing [--tier-us T] and the timing flags above]\n"
 	    "       moecache-trace table --trace FILE [--trace FILE...] [--capacity F,F,...]\n"
 	    "                          [--per-layer] [--oracles] [--preset NAME and the\n"
 	    "                          timing flags above, for the time columns]\n"
@@ -218,11 +230,15 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	    {"hint-accuracy", required_argument, NULL, 'H'},
 	    {"batch", required_argument, NULL, 'b'},
 	    {"prefill-batched", no_argument, NULL, 'F'},
+	    {"tiers", required_argument, NULL, 'N'},
+	    {"placement", required_argument, NULL, 'A'},
+	    {"tier-us", required_argument, NULL, 'U'},
 	    {"help", no_argument, NULL, '?'},
 	    {NULL, 0, NULL, 0},
 	};
 	int opt;
 
+	c->tier_us = -1;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
@@ -284,6 +300,42 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		case 'F':
 			c->prefill_batched = true;
 			break;
+		case 'N': {
+			char err[256];
+
+			if (agent_tiers_parse(optarg, c->tier_fractions, &c->n_tiers, err,
+					      sizeof(err))) {
+				fprintf(stderr, "moecache-trace: --tiers: %s\n", err);
+				return -EINVAL;
+			}
+			break;
+		}
+		case 'A':
+			if (strcmp(optarg, "dynamic") && strcmp(optarg, "static")) {
+				fprintf(stderr,
+					"moecache-trace: --placement: \"%s\" is not dynamic or "
+					"static\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->placement_set = true;
+			c->placement =
+			    strcmp(optarg, "static") ? AGENT_TIERS_DYNAMIC : AGENT_TIERS_STATIC;
+			break;
+		case 'U': {
+			char *end;
+
+			errno = 0;
+			c->tier_us = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(c->tier_us >= 0 && c->tier_us <= 1e9)) {
+				fprintf(stderr,
+					"moecache-trace: --tier-us: \"%s\" is not a number in [0, "
+					"1e+09]\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		}
 		case 'b':
 			if (parse_count(optarg, 4096, &c->batch)) {
 				fprintf(
@@ -452,6 +504,145 @@ static void json_add_timing(struct json_object *o, const struct cli *c,
 	json_add_u64(p, "cpu_not_admitted", r->not_admitted);
 	json_add_u64(p, "late", m->late);
 	json_object_object_add(o, "timing", p);
+}
+
+/* A lower tier's default time per expert: its weights read at a gfx1030-class 500 GB/s. */
+#define TIER_DEFAULT_GBPS 500.0
+
+/* sim --tiers: the tiered simulation (sim.h, moe_sim_run_tiers). */
+static int cmd_sim_tiers(const struct cli *c)
+{
+	struct moe_timing_config tcfg = cli_timing(c);
+	struct moe_sim_tiers_config cfg = {
+	    .policy = c->policy,
+	    .n_tiers = c->n_tiers,
+	    .placement = c->placement,
+	    .timing = c->timing ? &tcfg : NULL,
+	};
+	struct moe_profile profile = {0};
+	struct moe_sim_tiers_result r;
+	struct moe_trace_view v = {0};
+	struct moe_trace *t = NULL;
+	struct json_object *o = NULL, *arr;
+	double bytes;
+	int ret;
+
+	if (c->n_traces != 1 || c->slots || c->n_capacities || c->per_layer || c->prefetch ||
+	    c->hint_accuracy > 0 || c->batch || c->prefill_batched || c->lookahead ||
+	    c->oracles) {
+		fprintf(stderr, "moecache-trace sim: --tiers takes one --trace and sizes the tiers "
+				"itself; not with --capacity, --slots, --per-layer, --prefetch, "
+				"--hint-accuracy, --batch, --prefill-batched or --lookahead\n");
+		return -EINVAL;
+	}
+	if (!c->timing && (c->preset || c->tset || c->tier_us >= 0)) {
+		fprintf(stderr, "moecache-trace sim: --preset, --tier-us and the timing flags go "
+				"with --timing\n");
+		return -EINVAL;
+	}
+	ret = load_trace(c->traces[0], &t);
+	if (ret)
+		return ret;
+	if (c->profile) {
+		ret = moe_profile_load(c->profile, &profile);
+		if (ret) {
+			fprintf(stderr, "moecache-trace: --profile %s: %s\n", c->profile,
+				strerror(-ret));
+			goto out;
+		}
+		cfg.profile = &profile;
+	}
+	ret = select_tokens(c, t, &v);
+	if (ret)
+		goto out;
+	for (uint32_t i = 0; i < c->n_tiers; i++)
+		moe_sim_slots_for(t, c->tier_fractions[i], &cfg.slots[i]);
+	bytes = (double)(tcfg.expert_bytes ? tcfg.expert_bytes : MOE_TIMING_DEFAULT_EXPERT_BYTES);
+	cfg.tier_us = c->tier_us >= 0 ? c->tier_us : bytes / (TIER_DEFAULT_GBPS * 1e3);
+	ret = moe_sim_run_tiers(&v, &cfg, &r);
+	if (ret == -ENOENT)
+		fprintf(stderr, "moecache-trace: unknown policy \"%s\"\n", c->policy);
+	else if (ret == -EOPNOTSUPP)
+		fprintf(stderr, "moecache-trace sim: --tiers does not run the oracle policy "
+				"\"%s\"\n",
+			c->policy);
+	else if (ret == -EINVAL)
+		fprintf(stderr, "moecache-trace sim: --tiers: no slot in a tier, more slots than "
+				"experts, or a static slice left empty (%u experts a layer)\n",
+			t->n_experts);
+	else if (ret)
+		fprintf(stderr, "moecache-trace: simulation failed: %s\n", strerror(-ret));
+	if (ret)
+		goto out;
+
+	o = json_object_new_object();
+	json_object_object_add(o, "trace", json_object_new_string(t->path));
+	json_object_object_add(o, "prompt", c->prompt ? json_object_new_string(c->prompt) : NULL);
+	json_object_object_add(o, "phase", json_object_new_string(moe_trace_phase_name(c->phase)));
+	json_object_object_add(o, "policy",
+			       json_object_new_string(c->policy ? c->policy : MOE_POLICY_DEFAULT));
+	json_object_object_add(o, "policy_impl", json_object_new_string(r.policy));
+	json_object_object_add(
+	    o, "placement",
+	    json_object_new_string(c->placement == AGENT_TIERS_STATIC ? "static" : "dynamic"));
+	json_add_u64(o, "layers", r.n_layers);
+	json_add_u64(o, "experts", r.n_experts);
+	json_add_u64(o, "tokens", r.tokens);
+	json_add_u64(o, "steps", r.steps);
+	json_add_u64(o, "accesses", r.accesses);
+	json_add_u64(o, "hits", r.hits);
+	json_add_u64(o, "cold", r.cold);
+	json_add_u64(o, "bypassed", r.bypassed);
+	json_add_double(o, "hit_rate", r.hit_rate);
+	json_add_double(o, "cold_rate",
+			r.accesses ? (double)r.cold / (double)r.accesses : 0.0);
+	arr = json_object_new_array();
+	for (uint32_t i = 0; i < r.n_tiers; i++) {
+		const struct moe_sim_tier *ti = &r.tiers[i];
+		struct json_object *to = json_object_new_object();
+
+		json_add_u64(to, "tier", i);
+		json_add_u64(to, "slots", ti->slots);
+		json_add_double(to, "capacity",
+				(double)ti->slots / ((double)r.n_layers * r.n_experts));
+		json_add_u64(to, "hits", ti->hits);
+		json_add_double(to, "hit_rate", ti->hit_rate);
+		json_add_u64(to, "fills", ti->fills);
+		json_add_u64(to, "promotions", ti->promotions);
+		json_add_u64(to, "demotions", ti->demotions);
+		json_add_u64(to, "drops", ti->drops);
+		if (r.timed) {
+			json_add_double(to, "us_per_token", ti->time_us / (double)r.tokens);
+			json_add_double(to, "us_per_expert", i ? cfg.tier_us : 0.0);
+		}
+		json_object_array_add(arr, to);
+	}
+	json_object_object_add(o, "tiers", arr);
+	if (r.timed) {
+		struct json_object *p = json_object_new_object();
+
+		json_add_double(o, "modeled_speed", r.modeled_speed);
+		json_object_object_add(
+		    p, "preset",
+		    json_object_new_string(c->preset ? c->preset : TIMING_DEFAULT_PRESET));
+		json_add_double(p, "layer_us", tcfg.layer_us);
+		json_add_double(p, "tier_us", cfg.tier_us);
+		json_add_double(p, "cpu_gbps", tcfg.cpu_gbps);
+		json_add_double(p, "link_gbps", tcfg.link_gbps);
+		json_add_u64(p, "expert_bytes", (uint64_t)bytes);
+		json_add_double(p, "host_us_per_token", r.host_us / (double)r.tokens);
+		json_add_double(p, "us_per_token", r.total_us / (double)r.tokens);
+		json_add_double(p, "resident_us_per_token", r.resident_us / (double)r.tokens);
+		json_object_object_add(o, "timing", p);
+	}
+	printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+							     JSON_C_TO_STRING_NOSLASHESCAPE));
+out:
+	json_object_put(o);
+	moe_trace_view_free(&v);
+	moe_profile_free(&profile);
+	moe_trace_free(t);
+	return ret;
 }
 
 static int cmd_sim(const struct cli *c)
@@ -976,7 +1167,17 @@ int main(int argc, char **argv)
 	cmd = argv[1];
 	if (parse_args(argc - 1, argv + 1, &c))
 		return 2;
-	if (!strcmp(cmd, "sim"))
+	if (strcmp(cmd, "sim") && (c.n_tiers || c.placement_set || c.tier_us >= 0)) {
+		fprintf(stderr, "moecache-trace: --tiers, --placement and --tier-us go with sim\n");
+		return 2;
+	}
+	if (!strcmp(cmd, "sim") && !c.n_tiers && (c.placement_set || c.tier_us >= 0)) {
+		fprintf(stderr, "moecache-trace sim: --placement and --tier-us go with --tiers\n");
+		return 2;
+	}
+	if (!strcmp(cmd, "sim") && c.n_tiers)
+		ret = cmd_sim_tiers(&c);
+	else if (!strcmp(cmd, "sim"))
 		ret = cmd_sim(&c);
 	else if (!strcmp(cmd, "table"))
 		ret = cmd_table(&c);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "agent/policy/policy.h"
+#include "agent/tiers.h"
 #include "timing.h"
 #include "trace.h"
 
@@ -79,5 +80,63 @@ int moe_sim_profile_from(const struct moe_trace_view *v, struct moe_profile *out
  */
 int moe_sim_run(const struct moe_trace_view *v, const struct moe_sim_config *cfg,
 		struct moe_sim_result *out);
+
+/*
+ * Tiers (agent/tiers.h, the code an agent runs): each tier a map region in
+ * memory with the agent's slot choice and its own instance of the policy.
+ * A step locates its experts (a hit in the tier holding it, or cold: a
+ * miss everywhere, computed from the host pages), pins them where they
+ * are, fills each cold one into tier 0 (its victim demoted), drops the
+ * pins, then offers tier 0 each of its experts found in a lower tier
+ * (promoted if tier 0's policy admits it). No prefetch, per-layer caches
+ * or oracle policies.
+ *
+ * The time model (with timing): the tiers and the host run a step's
+ * experts in parallel and the step takes the longest of
+ *
+ *	tier 0:       layer_us (attention, the router and its experts)
+ *	lower tier i: n_i x tier_us (its experts, one after another)
+ *	host:         n_cold x expert_bytes / cpu_gbps (or over the link
+ *	              when cpu_gbps is 0)
+ *
+ * Copies for fills, promotions and demotions run in the background and
+ * are not priced. The reference is every expert in tier 0: layer_us a step.
+ */
+struct moe_sim_tiers_config {
+	const char *policy; /* for every tier; NULL: default */
+	uint32_t n_tiers;
+	uint32_t slots[AGENT_TIERS_MAX];
+	enum agent_tier_placement placement;
+	const struct moe_profile *profile; /* for static; NULL: ranked from the view */
+	const struct moe_timing_config *timing; /* NULL: no time model */
+	double tier_us;				/* with timing: a lower tier's time per expert */
+};
+
+struct moe_sim_tier {
+	uint32_t slots;
+	uint64_t hits;	   /* accesses that found the expert in this tier */
+	double hit_rate;   /* hits / all accesses */
+	uint64_t fills;	   /* cold experts brought in (tier 0) */
+	uint64_t promotions, demotions, drops; /* agent_tier_stats */
+	double time_us;	   /* with timing: the tier's busy time summed over steps */
+};
+
+struct moe_sim_tiers_result {
+	const char *policy;
+	uint32_t n_layers, n_experts, n_tiers;
+	uint64_t tokens, steps, accesses, hits, cold, bypassed;
+	double hit_rate; /* hits in any tier / accesses */
+	struct moe_sim_tier tiers[AGENT_TIERS_MAX];
+	bool timed;
+	double host_us, total_us, resident_us, modeled_speed;
+};
+
+/*
+ * Returns 0, -EINVAL (no tier, a tier without slots, more slots than
+ * experts in all, a static slice left empty, bad timing), -ENOENT (unknown
+ * policy), -EOPNOTSUPP (an oracle policy), -ENOMEM or -EPROTO.
+ */
+int moe_sim_run_tiers(const struct moe_trace_view *v, const struct moe_sim_tiers_config *cfg,
+		      struct moe_sim_tiers_result *out);
 
 #endif /* MOECACHE_TOOLS_TRACE_SIM_H */

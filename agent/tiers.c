@@ -7,8 +7,7 @@
 
 #include "tiers.h"
 
-int agent_tiers_parse(const char *spec, double *fractions, uint32_t *n, char *err,
-		      size_t err_len)
+int agent_tiers_parse(const char *spec, double *fractions, uint32_t *n, char *err, size_t err_len)
 {
 	const char *p = spec;
 	double sum = 0.0;

@@ -83,8 +83,7 @@ struct agent_tiers {
  * expert sits in one tier only, so more would be slots never used).
  * Returns 0 or -EINVAL with the reason in err.
  */
-int agent_tiers_parse(const char *spec, double *fractions, uint32_t *n, char *err,
-		      size_t err_len);
+int agent_tiers_parse(const char *spec, double *fractions, uint32_t *n, char *err, size_t err_len);
 
 /*
  * Binds n tiers' slot views (all over the same experts: n_layers x n_local,

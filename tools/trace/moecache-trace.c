@@ -327,7 +327,8 @@ static int parse_args(int argc, char **argv, struct cli *c)
 
 			errno = 0;
 			c->tier_us = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(c->tier_us >= 0 && c->tier_us <= 1e9)) {
+			if (errno || end == optarg || *end ||
+			    !(c->tier_us >= 0 && c->tier_us <= 1e9)) {
 				fprintf(stderr,
 					"moecache-trace: --tier-us: \"%s\" is not a number in [0, "
 					"1e+09]\n",
@@ -528,8 +529,7 @@ static int cmd_sim_tiers(const struct cli *c)
 	int ret;
 
 	if (c->n_traces != 1 || c->slots || c->n_capacities || c->per_layer || c->prefetch ||
-	    c->hint_accuracy > 0 || c->batch || c->prefill_batched || c->lookahead ||
-	    c->oracles) {
+	    c->hint_accuracy > 0 || c->batch || c->prefill_batched || c->lookahead || c->oracles) {
 		fprintf(stderr, "moecache-trace sim: --tiers takes one --trace and sizes the tiers "
 				"itself; not with --capacity, --slots, --per-layer, --prefetch, "
 				"--hint-accuracy, --batch, --prefill-batched or --lookahead\n");
@@ -563,12 +563,14 @@ static int cmd_sim_tiers(const struct cli *c)
 	if (ret == -ENOENT)
 		fprintf(stderr, "moecache-trace: unknown policy \"%s\"\n", c->policy);
 	else if (ret == -EOPNOTSUPP)
-		fprintf(stderr, "moecache-trace sim: --tiers does not run the oracle policy "
-				"\"%s\"\n",
+		fprintf(stderr,
+			"moecache-trace sim: --tiers does not run the oracle policy "
+			"\"%s\"\n",
 			c->policy);
 	else if (ret == -EINVAL)
-		fprintf(stderr, "moecache-trace sim: --tiers: no slot in a tier, more slots than "
-				"experts, or a static slice left empty (%u experts a layer)\n",
+		fprintf(stderr,
+			"moecache-trace sim: --tiers: no slot in a tier, more slots than "
+			"experts, or a static slice left empty (%u experts a layer)\n",
 			t->n_experts);
 	else if (ret)
 		fprintf(stderr, "moecache-trace: simulation failed: %s\n", strerror(-ret));
@@ -594,8 +596,7 @@ static int cmd_sim_tiers(const struct cli *c)
 	json_add_u64(o, "cold", r.cold);
 	json_add_u64(o, "bypassed", r.bypassed);
 	json_add_double(o, "hit_rate", r.hit_rate);
-	json_add_double(o, "cold_rate",
-			r.accesses ? (double)r.cold / (double)r.accesses : 0.0);
+	json_add_double(o, "cold_rate", r.accesses ? (double)r.cold / (double)r.accesses : 0.0);
 	arr = json_object_new_array();
 	for (uint32_t i = 0; i < r.n_tiers; i++) {
 		const struct moe_sim_tier *ti = &r.tiers[i];

@@ -107,18 +107,18 @@ struct moe_sim_tiers_config {
 	uint32_t n_tiers;
 	uint32_t slots[AGENT_TIERS_MAX];
 	enum agent_tier_placement placement;
-	const struct moe_profile *profile; /* for static; NULL: ranked from the view */
+	const struct moe_profile *profile;	/* for static; NULL: ranked from the view */
 	const struct moe_timing_config *timing; /* NULL: no time model */
 	double tier_us;				/* with timing: a lower tier's time per expert */
 };
 
 struct moe_sim_tier {
 	uint32_t slots;
-	uint64_t hits;	   /* accesses that found the expert in this tier */
-	double hit_rate;   /* hits / all accesses */
-	uint64_t fills;	   /* cold experts brought in (tier 0) */
+	uint64_t hits;			       /* accesses that found the expert in this tier */
+	double hit_rate;		       /* hits / all accesses */
+	uint64_t fills;			       /* cold experts brought in (tier 0) */
 	uint64_t promotions, demotions, drops; /* agent_tier_stats */
-	double time_us;	   /* with timing: the tier's busy time summed over steps */
+	double time_us; /* with timing: the tier's busy time summed over steps */
 };
 
 struct moe_sim_tiers_result {

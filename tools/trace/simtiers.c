@@ -117,12 +117,12 @@ static int simt_setup(struct simt *s, const struct moe_trace *t,
 }
 
 /* A step's cost per tier and on the host (sim.h's model); adds each to out. */
-static void simt_time(const struct moe_sim_tiers_config *cfg, const uint32_t *n_in,
-		      uint32_t n_cold, struct moe_sim_tiers_result *out)
+static void simt_time(const struct moe_sim_tiers_config *cfg, const uint32_t *n_in, uint32_t n_cold,
+		      struct moe_sim_tiers_result *out)
 {
 	const struct moe_timing_config *tc = cfg->timing;
-	double bytes = (double)(tc->expert_bytes ? tc->expert_bytes
-						 : MOE_TIMING_DEFAULT_EXPERT_BYTES);
+	double bytes =
+	    (double)(tc->expert_bytes ? tc->expert_bytes : MOE_TIMING_DEFAULT_EXPERT_BYTES);
 	double gbps = tc->cpu_gbps > 0 ? tc->cpu_gbps : tc->link_gbps;
 	double host = n_cold * bytes / (gbps * 1e3);
 	double step = tc->layer_us;
@@ -153,9 +153,9 @@ int moe_sim_run_tiers(const struct moe_trace_view *v, const struct moe_sim_tiers
 		return -EINVAL;
 	if (cfg->policy && (!strcmp(cfg->policy, "belady") || !strcmp(cfg->policy, "lookahead")))
 		return -EOPNOTSUPP;
-	if (cfg->timing && (!(cfg->timing->layer_us >= 0) || !(cfg->tier_us >= 0) ||
-			    !isfinite(cfg->tier_us) ||
-			    !(cfg->timing->cpu_gbps > 0 || cfg->timing->link_gbps > 0)))
+	if (cfg->timing &&
+	    (!(cfg->timing->layer_us >= 0) || !(cfg->tier_us >= 0) || !isfinite(cfg->tier_us) ||
+	     !(cfg->timing->cpu_gbps > 0 || cfg->timing->link_gbps > 0)))
 		return -EINVAL;
 	t = v->trace;
 	memset(out, 0, sizeof(*out));

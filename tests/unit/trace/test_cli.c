@@ -303,3 +303,57 @@ Test(cli, basic_sim_batch,
 	cr_expect_neq(r.status, 0, "5 sequences of a 4-token trace");
 	cr_expect_not_null(strstr(r.err, "--batch"), "%s", r.err);
 }
+
+Test(cli, basic_sim_tiers_prints_tiers,
+     .description = "sim --tiers prints a tiers array, one object per tier with its hit rate")
+{
+	const char *const args[] = {"sim",	   "--trace",  "TRACE", "--tiers",
+				    "0.1,0.2,0.2", "--timing", NULL};
+	struct run r;
+	const char *p;
+	unsigned int n = 0;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "\"tiers\":["), "%s", r.out);
+	for (p = r.out; (p = strstr(p, "\"tier\":")); p++)
+		n++;
+	cr_expect_eq(n, 3, "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"promotions\""), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"demotions\""), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"us_per_token\""), "%s", r.out);
+}
+
+Test(cli, basic_sim_tier_us_takes_effect,
+     .description = "--tier-us is the lower tiers' time per expert in the JSON")
+{
+	const char *const args[] = {"sim",	"--trace",   "TRACE", "--tiers", "0.1,0.2",
+				    "--timing", "--tier-us", "7.5",   NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "\"tier_us\":7.5"), "%s", r.out);
+}
+
+Test(cli, bad_input_tiers,
+     .description = "bad --tiers, --placement or misplaced tier flags "
+		    "are usage errors with a reason")
+{
+	static const char *const bad[][4] = {
+	    {"--tiers", "0.6,0.6", NULL, NULL},	   {"--tiers", "", NULL, NULL},
+	    {"--tiers", "-0.1", NULL, NULL},	   {"--tiers", "0.1,x", NULL, NULL},
+	    {"--placement", "static", NULL, NULL}, {"--tiers", "0.1", "--placement", "ring"},
+	    {"--tiers", "0.1", "--tier-us", "1"},  {"--tiers", "0.1", "--slots", "2"},
+	};
+
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *const args[] = {"sim",     "--trace", "TRACE",   bad[i][0],
+					    bad[i][1], bad[i][2], bad[i][3], NULL};
+		struct run r;
+
+		run_tool(&r, args);
+		cr_expect_neq(r.status, 0, "%s %s: %d", bad[i][0], bad[i][1], r.status);
+		cr_expect_neq(r.err[0], '\0', "no reason for %s %s", bad[i][0], bad[i][1]);
+	}
+}

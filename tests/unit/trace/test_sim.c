@@ -943,3 +943,84 @@ Test(sim, perf_default_hit_rate_floor_on_generated_shapes,
 		moe_trace_free(t);
 	}
 }
+
+/* Two experts of 16 a step, drifting over tokens, 4 layers. */
+static uint32_t sel_drift(uint32_t t, uint32_t l, uint32_t *out)
+{
+	out[0] = (t / 7 + l) % 16;
+	out[1] = (t * 5 + 3 * l) % 16;
+	if (out[1] == out[0])
+		out[1] = (out[1] + 1) % 16;
+	return 2;
+}
+
+static void sim_tiers(const struct moe_trace *t, uint32_t n, const uint32_t *slots,
+		      enum agent_tier_placement placement, struct moe_sim_tiers_result *r)
+{
+	struct moe_trace_view v;
+	struct moe_sim_tiers_config cfg = {.policy = "lru", .n_tiers = n, .placement = placement};
+	int ret;
+
+	memcpy(cfg.slots, slots, sizeof(*slots) * n);
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	ret = moe_sim_run_tiers(&v, &cfg, r);
+	cr_assert_eq(ret, 0, "%d", ret);
+	moe_trace_view_free(&v);
+}
+
+Test(sim, basic_one_tier_is_the_one_bank_simulator,
+     .description = "--tiers with one tier hits exactly as the one-bank simulator does")
+{
+	struct moe_trace *t = gen_trace(200, 4, sel_drift);
+	const uint32_t slots[] = {9};
+	struct moe_sim_tiers_result rt;
+	struct moe_sim_result r;
+
+	sim(t, "lru", 9, false, false, &r);
+	sim_tiers(t, 1, slots, AGENT_TIERS_DYNAMIC, &rt);
+	cr_expect_eq(rt.tiers[0].hits, r.hits);
+	cr_expect_eq(rt.cold, r.misses);
+	moe_trace_free(t);
+}
+
+Test(sim, basic_lower_tiers_catch_tier_zero_victims,
+     .description = "with lower tiers fewer accesses are cold: demoted experts hit below")
+{
+	struct moe_trace *t = gen_trace(200, 4, sel_drift);
+	const uint32_t one[] = {9}, three[] = {9, 12, 12};
+	struct moe_sim_tiers_result r1, r3;
+
+	sim_tiers(t, 1, one, AGENT_TIERS_DYNAMIC, &r1);
+	sim_tiers(t, 3, three, AGENT_TIERS_DYNAMIC, &r3);
+	cr_expect_eq(r3.accesses, r3.hits + r3.cold);
+	cr_expect_lt(r3.cold, r1.cold);
+	cr_expect_gt(r3.tiers[1].hits + r3.tiers[2].hits, 0);
+	cr_expect_gt(r3.tiers[1].demotions, 0);
+	cr_expect_gt(r3.tiers[0].promotions, 0);
+	moe_trace_free(t);
+}
+
+Test(sim, bad_input_tiers,
+     .description = "tiers without slots, over all experts, or with an oracle policy are "
+		    "refused")
+{
+	struct moe_trace *t = gen_trace(10, 4, sel_drift);
+	struct moe_trace_view v;
+	struct moe_sim_tiers_config cfg = {.n_tiers = 2, .slots = {4, 0}};
+	struct moe_sim_tiers_result r;
+
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_expect_eq(moe_sim_run_tiers(&v, &cfg, &r), -EINVAL);
+	cfg.slots[1] = 61; /* 4 + 61 > 4 x 16 */
+	cr_expect_eq(moe_sim_run_tiers(&v, &cfg, &r), -EINVAL);
+	cfg.slots[1] = 4;
+	cfg.n_tiers = 0;
+	cr_expect_eq(moe_sim_run_tiers(&v, &cfg, &r), -EINVAL);
+	cfg.n_tiers = 2;
+	cfg.policy = "belady";
+	cr_expect_eq(moe_sim_run_tiers(&v, &cfg, &r), -EOPNOTSUPP);
+	cfg.policy = "nope";
+	cr_expect_eq(moe_sim_run_tiers(&v, &cfg, &r), -ENOENT);
+	moe_trace_view_free(&v);
+	moe_trace_free(t);
+}

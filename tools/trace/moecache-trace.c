@@ -507,6 +507,40 @@ static void json_add_timing(struct json_object *o, const struct cli *c,
 	json_object_object_add(o, "timing", p);
 }
 
+/* The trace, its selection and the profile (--profile) of a sim run. */
+static int load_sim_inputs(const struct cli *c, struct moe_trace **t, struct moe_profile *profile,
+			   struct moe_trace_view *v)
+{
+	int ret = load_trace(c->traces[0], t);
+
+	if (ret)
+		return ret;
+	if (c->profile) {
+		ret = moe_profile_load(c->profile, profile);
+		if (ret) {
+			fprintf(stderr, "moecache-trace: --profile %s: %s\n", c->profile,
+				strerror(-ret));
+			return ret;
+		}
+	}
+	return select_tokens(c, *t, v);
+}
+
+/* A sim run's JSON object, opened with what was run on what. */
+static struct json_object *json_sim_head(const struct cli *c, const struct moe_trace *t,
+					 const char *policy_impl)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "trace", json_object_new_string(t->path));
+	json_object_object_add(o, "prompt", c->prompt ? json_object_new_string(c->prompt) : NULL);
+	json_object_object_add(o, "phase", json_object_new_string(moe_trace_phase_name(c->phase)));
+	json_object_object_add(o, "policy",
+			       json_object_new_string(c->policy ? c->policy : MOE_POLICY_DEFAULT));
+	json_object_object_add(o, "policy_impl", json_object_new_string(policy_impl));
+	return o;
+}
+
 /* A lower tier's default time per expert: its weights read at a gfx1030-class 500 GB/s. */
 #define TIER_DEFAULT_GBPS 500.0
 
@@ -540,21 +574,11 @@ static int cmd_sim_tiers(const struct cli *c)
 				"with --timing\n");
 		return -EINVAL;
 	}
-	ret = load_trace(c->traces[0], &t);
-	if (ret)
-		return ret;
-	if (c->profile) {
-		ret = moe_profile_load(c->profile, &profile);
-		if (ret) {
-			fprintf(stderr, "moecache-trace: --profile %s: %s\n", c->profile,
-				strerror(-ret));
-			goto out;
-		}
-		cfg.profile = &profile;
-	}
-	ret = select_tokens(c, t, &v);
+	ret = load_sim_inputs(c, &t, &profile, &v);
 	if (ret)
 		goto out;
+	if (c->profile)
+		cfg.profile = &profile;
 	for (uint32_t i = 0; i < c->n_tiers; i++)
 		moe_sim_slots_for(t, c->tier_fractions[i], &cfg.slots[i]);
 	bytes = (double)(tcfg.expert_bytes ? tcfg.expert_bytes : MOE_TIMING_DEFAULT_EXPERT_BYTES);
@@ -577,13 +601,7 @@ static int cmd_sim_tiers(const struct cli *c)
 	if (ret)
 		goto out;
 
-	o = json_object_new_object();
-	json_object_object_add(o, "trace", json_object_new_string(t->path));
-	json_object_object_add(o, "prompt", c->prompt ? json_object_new_string(c->prompt) : NULL);
-	json_object_object_add(o, "phase", json_object_new_string(moe_trace_phase_name(c->phase)));
-	json_object_object_add(o, "policy",
-			       json_object_new_string(c->policy ? c->policy : MOE_POLICY_DEFAULT));
-	json_object_object_add(o, "policy_impl", json_object_new_string(r.policy));
+	o = json_sim_head(c, t, r.policy);
 	json_object_object_add(
 	    o, "placement",
 	    json_object_new_string(c->placement == AGENT_TIERS_STATIC ? "static" : "dynamic"));
@@ -681,21 +699,11 @@ static int cmd_sim(const struct cli *c)
 				"--oracles with table\n");
 		return -EINVAL;
 	}
-	ret = load_trace(c->traces[0], &t);
-	if (ret)
-		return ret;
-	if (c->profile) {
-		ret = moe_profile_load(c->profile, &profile);
-		if (ret) {
-			fprintf(stderr, "moecache-trace: --profile %s: %s\n", c->profile,
-				strerror(-ret));
-			goto out;
-		}
-		cfg.profile = &profile;
-	}
-	ret = select_tokens(c, t, &v);
+	ret = load_sim_inputs(c, &t, &profile, &v);
 	if (ret)
 		goto out;
+	if (c->profile)
+		cfg.profile = &profile;
 	cfg.n_slots = c->slots;
 	if (!cfg.n_slots)
 		moe_sim_slots_for(t, c->capacities[0], &cfg.n_slots);
@@ -728,13 +736,7 @@ static int cmd_sim(const struct cli *c)
 	if (ret)
 		goto out;
 
-	o = json_object_new_object();
-	json_object_object_add(o, "trace", json_object_new_string(t->path));
-	json_object_object_add(o, "prompt", c->prompt ? json_object_new_string(c->prompt) : NULL);
-	json_object_object_add(o, "phase", json_object_new_string(moe_trace_phase_name(c->phase)));
-	json_object_object_add(o, "policy",
-			       json_object_new_string(c->policy ? c->policy : MOE_POLICY_DEFAULT));
-	json_object_object_add(o, "policy_impl", json_object_new_string(r.policy));
+	o = json_sim_head(c, t, r.policy);
 	if (c->policy && !strcmp(c->policy, "lookahead"))
 		json_add_u64(o, "lookahead", c->lookahead ? c->lookahead : 1);
 	json_object_object_add(o, "profile",

@@ -357,3 +357,34 @@ Test(cli, bad_input_tiers,
 		cr_expect_neq(r.err[0], '\0', "no reason for %s %s", bad[i][0], bad[i][1]);
 	}
 }
+
+/* Tier i's "drops" in a sim --tiers JSON output, or -1. */
+static long tier_drops(const char *out, int tier)
+{
+	char key[32];
+	const char *p;
+
+	snprintf(key, sizeof(key), "\"tier\":%d", tier);
+	p = strstr(out, key);
+	p = p ? strstr(p, "\"drops\":") : NULL;
+	return p ? strtol(p + strlen("\"drops\":"), NULL, 10) : -1;
+}
+
+Test(cli, basic_sim_placement_static_takes_effect,
+     .description = "--placement static is run, not only reported: tier 1 drops its victims "
+		    "instead of cascading them")
+{
+	const char *const args[] = {
+	    "sim",	   "--trace", "TRACE", "--tiers", "0.125,0.125,0.125",
+	    "--placement", "static",  NULL};
+	const char *const dyn[] = {"sim", "--trace", "TRACE", "--tiers", "0.125,0.125,0.125", NULL};
+	struct run r, d;
+
+	run_tool(&r, args);
+	run_tool(&d, dyn);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(d.status, 0, "%s", d.err);
+	cr_expect_not_null(strstr(r.out, "\"placement\":\"static\""), "%s", r.out);
+	cr_expect_eq(tier_drops(d.out, 1), 0, "%s", d.out);
+	cr_expect_gt(tier_drops(r.out, 1), 0, "%s", r.out);
+}

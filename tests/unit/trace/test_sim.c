@@ -1024,3 +1024,50 @@ Test(sim, bad_input_tiers,
 	moe_trace_view_free(&v);
 	moe_trace_free(t);
 }
+
+Test(sim, basic_tiers_static_drops_below_dynamic_cascades,
+     .description = "static placement drops a lower tier's victims; dynamic cascades tier 1's "
+		    "into tier 2")
+{
+	struct moe_trace *t = gen_trace(200, 4, sel_drift);
+	const uint32_t slots[] = {9, 6, 6};
+	struct moe_sim_tiers_result rd, rs;
+
+	sim_tiers(t, 3, slots, AGENT_TIERS_DYNAMIC, &rd);
+	sim_tiers(t, 3, slots, AGENT_TIERS_STATIC, &rs);
+	cr_expect_eq(rd.tiers[1].drops, 0);
+	cr_expect_gt(rd.tiers[2].drops, 0);
+	cr_expect_gt(rs.tiers[1].drops, 0);
+	cr_expect_gt(rs.tiers[2].demotions, 0);
+	/* Every expert has an owner: tier 0 never drops under static placement. */
+	cr_expect_eq(rs.tiers[0].drops, 0);
+	moe_trace_free(t);
+}
+
+Test(sim, basic_tiers_time_model,
+     .description = "per-tier time is layer_us a step on tier 0, hits x tier_us below, "
+		    "cold x the CPU cost on the host")
+{
+	struct moe_trace *t = gen_trace(100, 4, sel_drift);
+	struct moe_timing_config tc = {.link_gbps = 50,
+				       .copy_engines = 1,
+				       .cpu_gbps = 100,
+				       .layer_us = 10,
+				       .expert_bytes = 1000000};
+	struct moe_sim_tiers_config cfg = {
+	    .policy = "lru", .n_tiers = 3, .slots = {9, 6, 6}, .timing = &tc, .tier_us = 3.5};
+	struct moe_sim_tiers_result r;
+	struct moe_trace_view v;
+
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_sim_run_tiers(&v, &cfg, &r), 0);
+	cr_expect_float_eq(r.tiers[0].time_us, 10.0 * (double)r.steps, 1e-6);
+	for (uint32_t i = 1; i < 3; i++)
+		cr_expect_float_eq(r.tiers[i].time_us, 3.5 * (double)r.tiers[i].hits, 1e-6);
+	cr_expect_float_eq(r.host_us, 10.0 * (double)r.cold, 1e-6); /* 1 MB at 100 GB/s */
+	cr_expect_geq(r.total_us, r.resident_us);
+	cr_expect_leq(r.total_us, r.tiers[0].time_us + r.tiers[1].time_us + r.tiers[2].time_us +
+				      r.host_us + 1e-6);
+	moe_trace_view_free(&v);
+	moe_trace_free(t);
+}

@@ -12,10 +12,13 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <json-c/json.h>
 
 #include "ckpt.h"
 #include "ckpt_gen.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define HIDDEN 64
 #define FFN 32
@@ -489,15 +492,42 @@ Test(ckpt, basic_load_unaligned_falls_back,
 
 /* ---- safetensors: bad input ---- */
 
-/* Opening path fails with want; the message names path and tensor. */
-static void assert_open_fails(const char *path, int want, const char *tensor)
+/*
+ * A malformed checkpoint: make writes it and returns its path; opening it
+ * fails with want, the message naming the file and, if given, the tensor.
+ */
+struct bad_file {
+	const char *name;
+	const char *description;
+	char *(*make)(void);
+	int want;
+	const char *tensor;
+};
+
+typedef int (*ckpt_open_fn)(const char *path, struct ckpt *c, struct ckpt_error *err);
+
+static void assert_refused(const struct bad_file *b, ckpt_open_fn open_ckpt)
 {
 	struct ckpt_error err = {{0}};
+	char *path = b->make();
 	struct ckpt c;
 
-	cr_assert_eq(ckpt_open_safetensors(path, &c, &err), want, "%s", err.msg);
-	assert_names(&err, path, tensor);
+	cr_assert_eq(open_ckpt(path, &c, &err), b->want, "%s (%s): %s", b->name, b->description,
+		     err.msg);
+	cr_assert(strstr(err.msg, path), "%s: message '%s' does not name %s", b->name, err.msg,
+		  path);
+	if (b->tensor)
+		cr_assert(strstr(err.msg, b->tensor), "%s: message '%s' does not name '%s'",
+			  b->name, err.msg, b->tensor);
+	free(path);
 }
+
+/* The row numbers of a table, as Criterion's parameters: one test case per row. */
+#define BAD_FILE_ROWS(table)                                                                       \
+	static size_t rows[ARRAY_SIZE(table)];                                                     \
+	for (size_t i = 0; i < ARRAY_SIZE(table); i++)                                             \
+		rows[i] = i;                                                                       \
+	return cr_make_param_array(size_t, rows, ARRAY_SIZE(table))
 
 static void set_offsets(struct gen_st *st, const char *name, int64_t begin, int64_t end)
 {
@@ -509,7 +539,7 @@ static void set_offsets(struct gen_st *st, const char *name, int64_t begin, int6
 	json_object_object_add(t, "data_offsets", off);
 }
 
-Test(ckpt, bad_input_st_truncated, .description = "a truncated file names its last tensor")
+static char *make_st_truncated(void)
 {
 	struct gen_st st;
 	char *path;
@@ -520,12 +550,11 @@ Test(ckpt, bad_input_st_truncated, .description = "a truncated file names its la
 	path = write_st(&st, "cut.safetensors", 0);
 	cr_assert_eq(stat(path, &sb), 0);
 	cr_assert_eq(truncate(path, sb.st_size - 100), 0);
-	assert_open_fails(path, -EINVAL, "model.layers.0.mlp.experts.1.up_proj.weight");
 	gen_st_free(&st);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_st_header_past_end, .description = "a header length past the end is refused")
+static char *make_st_header_past_end(void)
 {
 	uint64_t len = 1000;
 	char *path = gen_path(dir, "short.safetensors");
@@ -534,23 +563,20 @@ Test(ckpt, bad_input_st_header_past_end, .description = "a header length past th
 	fwrite(&len, 8, 1, f);
 	fputs("{}", f);
 	fclose(f);
-	assert_open_fails(path, -EINVAL, NULL);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_st_too_short, .description = "a file shorter than the length field is refused")
+static char *make_st_too_short(void)
 {
 	char *path = gen_path(dir, "tiny.safetensors");
 	FILE *f = fopen(path, "w");
 
 	fputs("abc", f);
 	fclose(f);
-	assert_open_fails(path, -EINVAL, NULL);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_st_offsets_past_end,
-     .description = "data_offsets past the end of the file are refused")
+static char *make_st_offsets_past_end(void)
 {
 	uint64_t shape[1] = {16};
 	struct gen_st st;
@@ -561,12 +587,11 @@ Test(ckpt, bad_input_st_offsets_past_end,
 	gen_st_add(&st, "layers.0.experts.0.w1.weight", "U8", 1, shape);
 	set_offsets(&st, "layers.0.experts.0.w1.weight", 1000, 1016);
 	path = write_st(&st, "past.safetensors", 0);
-	assert_open_fails(path, -EINVAL, "layers.0.experts.0.w1.weight");
 	gen_st_free(&st);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_st_overlap, .description = "overlapping tensors are refused")
+static char *make_st_overlap(void)
 {
 	uint64_t shape[1] = {16};
 	struct gen_st st;
@@ -577,13 +602,11 @@ Test(ckpt, bad_input_st_overlap, .description = "overlapping tensors are refused
 	gen_st_add(&st, "second", "U8", 1, shape);
 	set_offsets(&st, "second", 8, 24);
 	path = write_st(&st, "overlap.safetensors", 0);
-	assert_open_fails(path, -EINVAL, "second");
 	gen_st_free(&st);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_st_dtype_size_mismatch,
-     .description = "offsets that disagree with dtype and shape are refused")
+static char *make_st_dtype_size_mismatch(void)
 {
 	uint64_t shape[2] = {4, 4};
 	struct gen_st st;
@@ -593,12 +616,11 @@ Test(ckpt, bad_input_st_dtype_size_mismatch,
 	gen_st_add(&st, "w", "F32", 2, shape);
 	set_offsets(&st, "w", 0, 32);
 	path = write_st(&st, "mismatch.safetensors", 0);
-	assert_open_fails(path, -EINVAL, "w");
 	gen_st_free(&st);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_st_unknown_dtype, .description = "an unknown dtype is refused")
+static char *make_st_unknown_dtype(void)
 {
 	uint64_t shape[1] = {4};
 	struct json_object *t;
@@ -610,12 +632,11 @@ Test(ckpt, bad_input_st_unknown_dtype, .description = "an unknown dtype is refus
 	json_object_object_get_ex(st.header, "w", &t);
 	json_object_object_add(t, "dtype", json_object_new_string("Q4"));
 	path = write_st(&st, "dtype.safetensors", 0);
-	assert_open_fails(path, -EINVAL, "w");
 	gen_st_free(&st);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_st_negative_shape, .description = "a negative dimension is refused")
+static char *make_st_negative_shape(void)
 {
 	uint64_t shape[1] = {4};
 	struct json_object *t, *sh = json_object_new_array();
@@ -628,12 +649,11 @@ Test(ckpt, bad_input_st_negative_shape, .description = "a negative dimension is 
 	json_object_array_add(sh, json_object_new_int64(-4));
 	json_object_object_add(t, "shape", sh);
 	path = write_st(&st, "neg.safetensors", 0);
-	assert_open_fails(path, -EINVAL, "w");
 	gen_st_free(&st);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_st_not_json, .description = "a header that is not JSON is refused")
+static char *make_st_not_json(void)
 {
 	const char text[] = "{\"w\": {\"dtype\": ";
 	uint64_t len = sizeof(text) - 1;
@@ -643,11 +663,10 @@ Test(ckpt, bad_input_st_not_json, .description = "a header that is not JSON is r
 	fwrite(&len, 8, 1, f);
 	fwrite(text, len, 1, f);
 	fclose(f);
-	assert_open_fails(path, -EINVAL, NULL);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_st_trailing_bytes, .description = "bytes after the header's JSON are refused")
+static char *make_st_trailing_bytes(void)
 {
 	const char text[] = "{} x";
 	uint64_t len = sizeof(text) - 1;
@@ -657,8 +676,7 @@ Test(ckpt, bad_input_st_trailing_bytes, .description = "bytes after the header's
 	fwrite(&len, 8, 1, f);
 	fwrite(text, len, 1, f);
 	fclose(f);
-	assert_open_fails(path, -EINVAL, NULL);
-	free(path);
+	return path;
 }
 
 Test(ckpt, bad_input_st_missing_tensor, .description = "an expert lacking a projection is named")
@@ -826,8 +844,7 @@ static char *write_index(const char *shard_name, const char *tensor)
 	return path;
 }
 
-Test(ckpt, bad_input_st_index_tensor_absent,
-     .description = "an index naming a tensor its shard lacks is refused")
+static char *make_st_index_tensor_absent(void)
 {
 	uint64_t shape[1] = {4};
 	struct gen_st st;
@@ -837,19 +854,53 @@ Test(ckpt, bad_input_st_index_tensor_absent,
 	gen_st_add(&st, "present", "U8", 1, shape);
 	shard = write_st(&st, "s.safetensors", 0);
 	path = write_index("s.safetensors", "absent");
-	assert_open_fails(path, -EINVAL, "absent");
 	gen_st_free(&st);
 	free(shard);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_st_index_escapes,
-     .description = "an index naming a shard outside its folder is refused")
+static char *make_st_index_escapes(void)
 {
 	char *path = write_index("../../etc/passwd", "w");
 
-	assert_open_fails(path, -EINVAL, "w");
-	free(path);
+	return path;
+}
+
+static const struct bad_file bad_st[] = {
+    {"bad_input_st_truncated", "a truncated file names its last tensor", make_st_truncated, -EINVAL,
+     "model.layers.0.mlp.experts.1.up_proj.weight"},
+    {"bad_input_st_header_past_end", "a header length past the end is refused",
+     make_st_header_past_end, -EINVAL, NULL},
+    {"bad_input_st_too_short", "a file shorter than the length field is refused", make_st_too_short,
+     -EINVAL, NULL},
+    {"bad_input_st_offsets_past_end", "data_offsets past the end of the file are refused",
+     make_st_offsets_past_end, -EINVAL, "layers.0.experts.0.w1.weight"},
+    {"bad_input_st_overlap", "overlapping tensors are refused", make_st_overlap, -EINVAL, "second"},
+    {"bad_input_st_dtype_size_mismatch", "offsets that disagree with dtype and shape are refused",
+     make_st_dtype_size_mismatch, -EINVAL, "w"},
+    {"bad_input_st_unknown_dtype", "an unknown dtype is refused", make_st_unknown_dtype, -EINVAL,
+     "w"},
+    {"bad_input_st_negative_shape", "a negative dimension is refused", make_st_negative_shape,
+     -EINVAL, "w"},
+    {"bad_input_st_not_json", "a header that is not JSON is refused", make_st_not_json, -EINVAL,
+     NULL},
+    {"bad_input_st_trailing_bytes", "bytes after the header's JSON are refused",
+     make_st_trailing_bytes, -EINVAL, NULL},
+    {"bad_input_st_index_tensor_absent", "an index naming a tensor its shard lacks is refused",
+     make_st_index_tensor_absent, -EINVAL, "absent"},
+    {"bad_input_st_index_escapes", "an index naming a shard outside its folder is refused",
+     make_st_index_escapes, -EINVAL, "w"},
+};
+
+ParameterizedTestParameters(ckpt, bad_input_st_open)
+{
+	BAD_FILE_ROWS(bad_st);
+}
+
+ParameterizedTest(size_t *row, ckpt, bad_input_st_open,
+		  .description = "each malformed safetensors file in bad_st is refused by name")
+{
+	assert_refused(&bad_st[*row], ckpt_open_safetensors);
 }
 
 Test(ckpt, bad_input_st_index_missing_shard,
@@ -1001,15 +1052,6 @@ Test(ckpt, basic_gguf_version2, .description = "GGUF version 2 files are read")
 	free(path);
 }
 
-static void assert_gguf_fails(const char *path, const char *tensor)
-{
-	struct ckpt_error err = {{0}};
-	struct ckpt c;
-
-	cr_assert_eq(ckpt_open_gguf(path, &c, &err), -EINVAL, "%s", err.msg);
-	assert_names(&err, path, tensor);
-}
-
 static void patch(const char *path, long off, const void *bytes, size_t n)
 {
 	int fd = open(path, O_WRONLY);
@@ -1019,7 +1061,7 @@ static void patch(const char *path, long off, const void *bytes, size_t n)
 	close(fd);
 }
 
-Test(ckpt, bad_input_gguf_magic, .description = "a file without the GGUF magic is refused")
+static char *make_gguf_magic(void)
 {
 	struct gen_gguf g;
 	char *path;
@@ -1028,12 +1070,11 @@ Test(ckpt, bad_input_gguf_magic, .description = "a file without the GGUF magic i
 	gen_gguf_moe(&g, 1, 2, GEN_GGML_F32, HIDDEN, FFN);
 	path = write_gguf(&g, "m.gguf");
 	patch(path, 0, "GGML", 4);
-	assert_gguf_fails(path, NULL);
 	gen_gguf_free(&g);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_gguf_version1, .description = "GGUF version 1 is refused")
+static char *make_gguf_version1(void)
 {
 	struct gen_gguf g;
 	char *path;
@@ -1041,12 +1082,11 @@ Test(ckpt, bad_input_gguf_version1, .description = "GGUF version 1 is refused")
 	gen_gguf_init(&g);
 	g.version = 1;
 	path = write_gguf(&g, "v1.gguf");
-	assert_gguf_fails(path, NULL);
 	gen_gguf_free(&g);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_gguf_big_endian, .description = "a big-endian GGUF is refused")
+static char *make_gguf_big_endian(void)
 {
 	struct gen_gguf g;
 	char *path;
@@ -1054,13 +1094,11 @@ Test(ckpt, bad_input_gguf_big_endian, .description = "a big-endian GGUF is refus
 	gen_gguf_init(&g);
 	g.version = 0x03000000;
 	path = write_gguf(&g, "be.gguf");
-	assert_gguf_fails(path, NULL);
 	gen_gguf_free(&g);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_gguf_truncated_header,
-     .description = "a header cut in its key/values is refused")
+static char *make_gguf_truncated_header(void)
 {
 	struct gen_gguf g;
 	char *path;
@@ -1069,12 +1107,11 @@ Test(ckpt, bad_input_gguf_truncated_header,
 	gen_gguf_moe(&g, 1, 2, GEN_GGML_F32, HIDDEN, FFN);
 	path = write_gguf(&g, "cut.gguf");
 	cr_assert_eq(truncate(path, 24 + 100), 0);
-	assert_gguf_fails(path, NULL);
 	gen_gguf_free(&g);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_gguf_truncated_data, .description = "a file cut in its data names the tensor")
+static char *make_gguf_truncated_data(void)
 {
 	struct gen_gguf g;
 	struct stat sb;
@@ -1085,12 +1122,11 @@ Test(ckpt, bad_input_gguf_truncated_data, .description = "a file cut in its data
 	path = write_gguf(&g, "cut.gguf");
 	cr_assert_eq(stat(path, &sb), 0);
 	cr_assert_eq(truncate(path, sb.st_size - 1), 0);
-	assert_gguf_fails(path, "blk.0.ffn_down_exps.weight");
 	gen_gguf_free(&g);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_gguf_misaligned, .description = "a tensor offset off the alignment is refused")
+static char *make_gguf_misaligned(void)
 {
 	uint64_t ne[1] = {8};
 	struct gen_gguf g;
@@ -1099,12 +1135,11 @@ Test(ckpt, bad_input_gguf_misaligned, .description = "a tensor offset off the al
 	gen_gguf_init(&g);
 	gen_gguf_add_info(&g, "blk.0.ffn_up_exps.weight", GEN_GGML_F32, 1, ne, 4);
 	path = write_gguf(&g, "mis.gguf");
-	assert_gguf_fails(path, "blk.0.ffn_up_exps.weight");
 	gen_gguf_free(&g);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_gguf_overlap, .description = "overlapping tensors are refused")
+static char *make_gguf_overlap(void)
 {
 	uint64_t ne[1] = {64};
 	struct gen_gguf g;
@@ -1115,12 +1150,11 @@ Test(ckpt, bad_input_gguf_overlap, .description = "overlapping tensors are refus
 	gen_gguf_add(&g, "two", GEN_GGML_F32, 1, ne);
 	gen_gguf_add_info(&g, "three", GEN_GGML_F32, 1, ne, 32);
 	path = write_gguf(&g, "ov.gguf");
-	assert_gguf_fails(path, "three");
 	gen_gguf_free(&g);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_gguf_unknown_type, .description = "an unknown GGML type is refused")
+static char *make_gguf_unknown_type(void)
 {
 	uint64_t ne[1] = {8};
 	struct gen_gguf g;
@@ -1129,12 +1163,11 @@ Test(ckpt, bad_input_gguf_unknown_type, .description = "an unknown GGML type is 
 	gen_gguf_init(&g);
 	gen_gguf_add_info(&g, "odd", 4, 1, ne, 0);
 	path = write_gguf(&g, "type.gguf");
-	assert_gguf_fails(path, "odd");
 	gen_gguf_free(&g);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_gguf_too_many_dims, .description = "more than four dimensions are refused")
+static char *make_gguf_too_many_dims(void)
 {
 	uint64_t ne[5] = {1, 1, 1, 1, 1};
 	struct gen_gguf g;
@@ -1143,13 +1176,11 @@ Test(ckpt, bad_input_gguf_too_many_dims, .description = "more than four dimensio
 	gen_gguf_init(&g);
 	gen_gguf_add_info(&g, "deep", GEN_GGML_F32, 5, ne, 0);
 	path = write_gguf(&g, "dims.gguf");
-	assert_gguf_fails(path, "deep");
 	gen_gguf_free(&g);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_gguf_partial_block,
-     .description = "rows that are not whole blocks are refused")
+static char *make_gguf_partial_block(void)
 {
 	uint64_t ne[2] = {100, 2};
 	struct gen_gguf g;
@@ -1158,13 +1189,11 @@ Test(ckpt, bad_input_gguf_partial_block,
 	gen_gguf_init(&g);
 	gen_gguf_add_info(&g, "q", GEN_GGML_Q8_0, 2, ne, 0);
 	path = write_gguf(&g, "blk.gguf");
-	assert_gguf_fails(path, "q");
 	gen_gguf_free(&g);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_gguf_counts_lie,
-     .description = "a tensor count the file cannot hold is refused")
+static char *make_gguf_counts_lie(void)
 {
 	uint64_t huge = UINT64_MAX / 2;
 	struct gen_gguf g;
@@ -1174,12 +1203,11 @@ Test(ckpt, bad_input_gguf_counts_lie,
 	gen_gguf_moe(&g, 1, 2, GEN_GGML_F32, HIDDEN, FFN);
 	path = write_gguf(&g, "count.gguf");
 	patch(path, 8, &huge, 8);
-	assert_gguf_fails(path, NULL);
 	gen_gguf_free(&g);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_gguf_string_lies, .description = "a string longer than the file is refused")
+static char *make_gguf_string_lies(void)
 {
 	uint64_t huge = 1ull << 40;
 	struct gen_gguf g;
@@ -1189,9 +1217,45 @@ Test(ckpt, bad_input_gguf_string_lies, .description = "a string longer than the 
 	gen_gguf_moe(&g, 1, 2, GEN_GGML_F32, HIDDEN, FFN);
 	path = write_gguf(&g, "str.gguf");
 	patch(path, 24, &huge, 8); /* the first key's length */
-	assert_gguf_fails(path, NULL);
 	gen_gguf_free(&g);
-	free(path);
+	return path;
+}
+
+static const struct bad_file bad_gguf[] = {
+    {"bad_input_gguf_magic", "a file without the GGUF magic is refused", make_gguf_magic, -EINVAL,
+     NULL},
+    {"bad_input_gguf_version1", "GGUF version 1 is refused", make_gguf_version1, -EINVAL, NULL},
+    {"bad_input_gguf_big_endian", "a big-endian GGUF is refused", make_gguf_big_endian, -EINVAL,
+     NULL},
+    {"bad_input_gguf_truncated_header", "a header cut in its key/values is refused",
+     make_gguf_truncated_header, -EINVAL, NULL},
+    {"bad_input_gguf_truncated_data", "a file cut in its data names the tensor",
+     make_gguf_truncated_data, -EINVAL, "blk.0.ffn_down_exps.weight"},
+    {"bad_input_gguf_misaligned", "a tensor offset off the alignment is refused",
+     make_gguf_misaligned, -EINVAL, "blk.0.ffn_up_exps.weight"},
+    {"bad_input_gguf_overlap", "overlapping tensors are refused", make_gguf_overlap, -EINVAL,
+     "three"},
+    {"bad_input_gguf_unknown_type", "an unknown GGML type is refused", make_gguf_unknown_type,
+     -EINVAL, "odd"},
+    {"bad_input_gguf_too_many_dims", "more than four dimensions are refused",
+     make_gguf_too_many_dims, -EINVAL, "deep"},
+    {"bad_input_gguf_partial_block", "rows that are not whole blocks are refused",
+     make_gguf_partial_block, -EINVAL, "q"},
+    {"bad_input_gguf_counts_lie", "a tensor count the file cannot hold is refused",
+     make_gguf_counts_lie, -EINVAL, NULL},
+    {"bad_input_gguf_string_lies", "a string longer than the file is refused",
+     make_gguf_string_lies, -EINVAL, NULL},
+};
+
+ParameterizedTestParameters(ckpt, bad_input_gguf_open)
+{
+	BAD_FILE_ROWS(bad_gguf);
+}
+
+ParameterizedTest(size_t *row, ckpt, bad_input_gguf_open,
+		  .description = "each malformed GGUF file in bad_gguf is refused by name")
+{
+	assert_refused(&bad_gguf[*row], ckpt_open_gguf);
 }
 
 Test(ckpt, bad_input_gguf_expert_count,

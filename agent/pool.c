@@ -236,7 +236,7 @@ static int pool_policy_create(struct agent_pool *p, const char *name,
 {
 	struct moe_policy_config pc = {
 	    .n_layers = p->info->n_layers,
-	    .n_experts = p->info->n_local,
+	    .n_local = p->info->n_local,
 	    .n_slots = p->info->n_slots,
 	    .profile = profile->n ? profile : NULL,
 	};

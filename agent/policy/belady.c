@@ -34,7 +34,7 @@ static uint64_t belady_next_use(struct moe_policy *p, uint32_t id)
 {
 	const struct moe_future *f = p->priv;
 
-	return f->next_use(f, moe_policy_id_layer(p, id), id % p->n_experts, p->step + 1);
+	return f->next_use(f, moe_policy_id_layer(p, id), id % p->n_local, p->step + 1);
 }
 
 static double belady_score(struct moe_policy *p, uint32_t id, void *arg)

@@ -121,7 +121,7 @@ static void duel_fini(struct moe_policy *p)
 static int duel_init(struct moe_policy *p, const struct moe_policy_config *cfg)
 {
 	struct moe_policy_config inner = {
-	    .n_layers = cfg->n_layers, .n_experts = cfg->n_experts, .n_slots = cfg->n_slots};
+	    .n_layers = cfg->n_layers, .n_local = cfg->n_local, .n_slots = cfg->n_slots};
 	struct duel *d = calloc(1, sizeof(*d));
 	double window = DUEL_WINDOW_SLOTS * cfg->n_slots;
 	int err;
@@ -197,7 +197,7 @@ static bool duel_lru_access(struct duel *d, uint32_t id, uint32_t n_slots)
 static void duel_access(struct moe_policy *p, uint32_t id, uint32_t count)
 {
 	struct duel *d = p->priv;
-	uint32_t layer = moe_policy_id_layer(p, id), expert = id % p->n_experts;
+	uint32_t layer = moe_policy_id_layer(p, id), expert = id % p->n_local;
 	uint64_t step = p->layer_step[layer];
 	bool lru_hit, revisit_hit, follow_lru;
 
@@ -221,7 +221,7 @@ static void duel_inserted(struct moe_policy *p, uint32_t slot, uint32_t id, bool
 {
 	struct duel *d = p->priv;
 
-	moe_policy_inserted(d->real, slot, moe_policy_id_layer(p, id), id % p->n_experts, prefetch);
+	moe_policy_inserted(d->real, slot, moe_policy_id_layer(p, id), id % p->n_local, prefetch);
 	duel_list_push(&d->bank, id);
 }
 
@@ -239,7 +239,7 @@ static int duel_victim(struct moe_policy *p, uint32_t id, bool prefetch,
 	struct duel *d = p->priv;
 
 	if (!d->follow_lru)
-		return moe_policy_victim(d->real, moe_policy_id_layer(p, id), id % p->n_experts,
+		return moe_policy_victim(d->real, moe_policy_id_layer(p, id), id % p->n_local,
 					 prefetch, evictable, ctx);
 	/* Recency is winning: the routing gives no signal to prefetch on either. */
 	if (prefetch)

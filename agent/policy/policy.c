@@ -74,10 +74,10 @@ int moe_policy_create(const char *name, const struct moe_policy_config *cfg,
 	ops = moe_policy_lookup(name);
 	if (!ops)
 		return -ENOENT;
-	if (!cfg->n_layers || !cfg->n_experts || !cfg->n_slots)
+	if (!cfg->n_layers || !cfg->n_local || !cfg->n_slots)
 		return -EINVAL;
 	/* ids are uint32 with one value kept for "none" */
-	if ((uint64_t)cfg->n_layers * cfg->n_experts >= MOE_ID_NONE || cfg->n_slots >= MOE_ID_NONE)
+	if ((uint64_t)cfg->n_layers * cfg->n_local >= MOE_ID_NONE || cfg->n_slots >= MOE_ID_NONE)
 		return -EINVAL;
 
 	p = calloc(1, sizeof(*p));
@@ -85,9 +85,9 @@ int moe_policy_create(const char *name, const struct moe_policy_config *cfg,
 		return -ENOMEM;
 	p->ops = ops;
 	p->n_layers = cfg->n_layers;
-	p->n_experts = cfg->n_experts;
+	p->n_local = cfg->n_local;
 	p->n_slots = cfg->n_slots;
-	p->n_ids = cfg->n_layers * cfg->n_experts;
+	p->n_ids = cfg->n_layers * cfg->n_local;
 	p->slot_id = malloc(sizeof(*p->slot_id) * p->n_slots);
 	p->id_slot = malloc(sizeof(*p->id_slot) * p->n_ids);
 	p->last_tick = calloc(p->n_ids, sizeof(*p->last_tick));
@@ -143,7 +143,7 @@ void moe_policy_access(struct moe_policy *p, uint32_t layer, uint32_t expert, ui
 {
 	uint32_t id;
 
-	if (layer >= p->n_layers || expert >= p->n_experts)
+	if (layer >= p->n_layers || expert >= p->n_local)
 		return;
 	if (!count)
 		count = 1;
@@ -184,7 +184,7 @@ void moe_policy_inserted(struct moe_policy *p, uint32_t slot, uint32_t layer, ui
 {
 	uint32_t id;
 
-	if (slot >= p->n_slots || layer >= p->n_layers || expert >= p->n_experts)
+	if (slot >= p->n_slots || layer >= p->n_layers || expert >= p->n_local)
 		return;
 	id = moe_policy_id(p, layer, expert);
 	if (p->slot_id[slot] == id)
@@ -202,7 +202,7 @@ void moe_policy_inserted(struct moe_policy *p, uint32_t slot, uint32_t layer, ui
 int moe_policy_victim(struct moe_policy *p, uint32_t layer, uint32_t expert, bool prefetch,
 		      bool (*evictable)(void *ctx, uint32_t slot), void *ctx)
 {
-	if (layer >= p->n_layers || expert >= p->n_experts || !evictable)
+	if (layer >= p->n_layers || expert >= p->n_local || !evictable)
 		return -EINVAL;
 	return p->ops->victim(p, moe_policy_id(p, layer, expert), prefetch, evictable, ctx);
 }
@@ -270,7 +270,7 @@ int moe_policy_ranking(struct moe_policy *p, struct moe_profile *out)
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		out->ranked[i].layer = moe_policy_id_layer(p, ids[i]);
-		out->ranked[i].expert = ids[i] % p->n_experts;
+		out->ranked[i].expert = ids[i] % p->n_local;
 	}
 	out->n = n;
 	free(ids);

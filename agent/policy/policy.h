@@ -8,7 +8,7 @@
  * the policy for a victim. Free slots are the caller's business: victim is
  * called only when no slot is free.
  *
- * Experts are named by (layer, expert) with expert in [0, n_experts): the
+ * Experts are named by (layer, expert) with expert in [0, n_local): the
  * index inside the pool's local range, not the model-wide id.
  *
  * A policy handle is not thread-safe: the caller serialises all calls on one
@@ -58,7 +58,7 @@ struct moe_future {
 struct moe_policy;
 
 struct moe_policy_config {
-	uint32_t n_layers, n_experts;	   /* experts per layer in the pool's local range */
+	uint32_t n_layers, n_local;	   /* experts per layer in the pool's local range */
 	uint32_t n_slots;		   /* cache capacity (global across layers) */
 	const struct moe_profile *profile; /* optional ranked popularity, may be NULL */
 	const struct moe_future *future;   /* oracle of future accesses (belady, lookahead) */
@@ -136,7 +136,7 @@ uint32_t moe_policy_hot_count(const struct moe_policy *p);
 struct moe_predictor;
 
 /* Returns 0, -EINVAL for zero sizes, -ENOMEM. */
-int moe_predictor_create(uint32_t n_layers, uint32_t n_experts, struct moe_predictor **out);
+int moe_predictor_create(uint32_t n_layers, uint32_t n_local, struct moe_predictor **out);
 void moe_predictor_destroy(struct moe_predictor *pr);
 /*
  * The experts one token selected at layer (ids sorted or not). Consecutive

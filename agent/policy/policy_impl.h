@@ -28,7 +28,7 @@ struct moe_policy_ops {
 };
 
 /*
- * Experts are numbered id = layer * n_experts + expert. Time is kept three
+ * Experts are numbered id = layer * n_local + expert. Time is kept three
  * ways: tick (one per access call, a total order for recency), step (the
  * caller's logical time) and, per layer, visits: how many distinct steps
  * have accessed the layer. A layer's visits count tokens (or batches) as
@@ -36,7 +36,7 @@ struct moe_policy_ops {
  */
 struct moe_policy {
 	const struct moe_policy_ops *ops;
-	uint32_t n_layers, n_experts, n_slots, n_ids;
+	uint32_t n_layers, n_local, n_slots, n_ids;
 	uint32_t *slot_id; /* slot -> id or MOE_ID_NONE */
 	uint32_t *id_slot; /* id -> slot or MOE_ID_NONE */
 	uint32_t n_resident;
@@ -56,12 +56,12 @@ struct moe_policy {
 
 static inline uint32_t moe_policy_id(const struct moe_policy *p, uint32_t layer, uint32_t expert)
 {
-	return layer * p->n_experts + expert;
+	return layer * p->n_local + expert;
 }
 
 static inline uint32_t moe_policy_id_layer(const struct moe_policy *p, uint32_t id)
 {
-	return id / p->n_experts;
+	return id / p->n_local;
 }
 
 /* Visits of id's layer between id's latest access and the layer's next visit (>= 1). */

@@ -13,8 +13,8 @@
 #include "policy.h"
 
 struct moe_predictor {
-	uint32_t n_layers, n_experts;
-	uint16_t *count; /* [n_layers - 1][n_experts][n_experts] */
+	uint32_t n_layers, n_local;
+	uint16_t *count; /* [n_layers - 1][n_local][n_local] */
 	uint32_t *prev;	 /* the latest observed selection */
 	uint32_t *cur;	 /* scratch: the selection being observed */
 	uint32_t n_prev;
@@ -23,7 +23,7 @@ struct moe_predictor {
 	bool *seen; /* scratch: dedupes a selection */
 };
 
-int moe_predictor_create(uint32_t n_layers, uint32_t n_experts, struct moe_predictor **out)
+int moe_predictor_create(uint32_t n_layers, uint32_t n_local, struct moe_predictor **out)
 {
 	struct moe_predictor *pr;
 	size_t cells;
@@ -31,18 +31,18 @@ int moe_predictor_create(uint32_t n_layers, uint32_t n_experts, struct moe_predi
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!n_layers || !n_experts || n_experts > UINT32_MAX / n_experts)
+	if (!n_layers || !n_local || n_local > UINT32_MAX / n_local)
 		return -EINVAL;
-	cells = (size_t)(n_layers - 1) * n_experts * n_experts;
+	cells = (size_t)(n_layers - 1) * n_local * n_local;
 	pr = calloc(1, sizeof(*pr));
 	if (!pr)
 		return -ENOMEM;
 	pr->n_layers = n_layers;
-	pr->n_experts = n_experts;
+	pr->n_local = n_local;
 	pr->count = cells ? calloc(cells, sizeof(*pr->count)) : NULL;
-	pr->prev = malloc(sizeof(*pr->prev) * n_experts);
-	pr->cur = malloc(sizeof(*pr->cur) * n_experts);
-	pr->seen = calloc(n_experts, sizeof(*pr->seen));
+	pr->prev = malloc(sizeof(*pr->prev) * n_local);
+	pr->cur = malloc(sizeof(*pr->cur) * n_local);
+	pr->seen = calloc(n_local, sizeof(*pr->seen));
 	if ((cells && !pr->count) || !pr->prev || !pr->cur || !pr->seen) {
 		moe_predictor_destroy(pr);
 		return -ENOMEM;
@@ -64,7 +64,7 @@ void moe_predictor_destroy(struct moe_predictor *pr)
 
 static uint16_t *moe_predictor_row(const struct moe_predictor *pr, uint32_t layer, uint32_t a)
 {
-	return pr->count + ((size_t)layer * pr->n_experts + a) * pr->n_experts;
+	return pr->count + ((size_t)layer * pr->n_local + a) * pr->n_local;
 }
 
 void moe_predictor_observe(struct moe_predictor *pr, uint32_t layer, const uint32_t *experts,
@@ -78,7 +78,7 @@ void moe_predictor_observe(struct moe_predictor *pr, uint32_t layer, const uint3
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t e = experts[i];
 
-		if (e < pr->n_experts && !pr->seen[e]) {
+		if (e < pr->n_local && !pr->seen[e]) {
 			pr->seen[e] = true;
 			pr->cur[n_cur++] = e;
 		}
@@ -92,7 +92,7 @@ void moe_predictor_observe(struct moe_predictor *pr, uint32_t layer, const uint3
 
 			for (uint32_t j = 0; j < n_cur; j++) {
 				if (row[pr->cur[j]] == UINT16_MAX)
-					for (uint32_t b = 0; b < pr->n_experts; b++)
+					for (uint32_t b = 0; b < pr->n_local; b++)
 						row[b] /= 2;
 				row[pr->cur[j]]++;
 			}
@@ -114,7 +114,7 @@ int moe_predictor_predict(const struct moe_predictor *pr, uint32_t layer, const 
 		return -EINVAL;
 	if (layer + 1 == pr->n_layers || !max)
 		return 0;
-	score = calloc(pr->n_experts, sizeof(*score));
+	score = calloc(pr->n_local, sizeof(*score));
 	if (!score)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
@@ -124,17 +124,17 @@ int moe_predictor_predict(const struct moe_predictor *pr, uint32_t layer, const 
 		/* A repeated id would count its row twice; the selection is a set. */
 		for (uint32_t j = 0; j < i; j++)
 			repeated |= experts[j] == experts[i];
-		if (experts[i] >= pr->n_experts || repeated)
+		if (experts[i] >= pr->n_local || repeated)
 			continue;
 		row = moe_predictor_row(pr, layer, experts[i]);
-		for (uint32_t b = 0; b < pr->n_experts; b++)
+		for (uint32_t b = 0; b < pr->n_local; b++)
 			score[b] += row[b];
 	}
 	/* Partial selection sort: max is a handful (top-k). */
 	while (written < max) {
 		uint32_t best = UINT32_MAX;
 
-		for (uint32_t b = 0; b < pr->n_experts; b++)
+		for (uint32_t b = 0; b < pr->n_local; b++)
 			if (score[b] && (best == UINT32_MAX || score[b] > score[best]))
 				best = b;
 		if (best == UINT32_MAX)

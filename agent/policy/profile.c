@@ -37,10 +37,10 @@ void moe_rank_ids(uint32_t *ids, uint32_t n, const double *key)
 	qsort_r(ids, n, sizeof(*ids), moe_cmp_ids, (void *)key);
 }
 
-int moe_profile_rank(const double *count, uint32_t n_layers, uint32_t n_experts,
+int moe_profile_rank(const double *count, uint32_t n_layers, uint32_t n_local,
 		     struct moe_profile *out)
 {
-	uint32_t n_ids = n_layers * n_experts, n = 0;
+	uint32_t n_ids = n_layers * n_local, n = 0;
 	uint32_t *ids = malloc(sizeof(*ids) * (n_ids ? n_ids : 1));
 
 	out->n = 0;
@@ -55,8 +55,8 @@ int moe_profile_rank(const double *count, uint32_t n_layers, uint32_t n_experts,
 			ids[n++] = id;
 	moe_rank_ids(ids, n, count);
 	for (uint32_t i = 0; i < n; i++) {
-		out->ranked[i].layer = ids[i] / n_experts;
-		out->ranked[i].expert = ids[i] % n_experts;
+		out->ranked[i].layer = ids[i] / n_local;
+		out->ranked[i].expert = ids[i] % n_local;
 	}
 	out->n = n;
 	free(ids);

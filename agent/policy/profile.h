@@ -52,11 +52,11 @@ int moe_profile_save(const char *path, const struct moe_profile *p);
 void moe_rank_ids(uint32_t *ids, uint32_t n, const double *key);
 
 /*
- * A profile of the experts whose count (n_layers * n_experts entries, id =
- * layer * n_experts + expert) is above zero, ranked by moe_rank_ids.
+ * A profile of the experts whose count (n_layers * n_local entries, id =
+ * layer * n_local + expert) is above zero, ranked by moe_rank_ids.
  * Returns 0 or -ENOMEM (out empty).
  */
-int moe_profile_rank(const double *count, uint32_t n_layers, uint32_t n_experts,
+int moe_profile_rank(const double *count, uint32_t n_layers, uint32_t n_local,
 		     struct moe_profile *out);
 
 /* Frees the ranking and empties the profile; safe on an empty profile. */

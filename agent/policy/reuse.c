@@ -104,7 +104,7 @@ struct reuse {
 	struct reuse_heap *live, *floor; /* per layer */
 	uint32_t *heap_pos;		 /* id -> index in its heap */
 	uint8_t *place;			 /* id -> enum reuse_place */
-	uint32_t *stash;		 /* n_experts: heap tops that may not be taken */
+	uint32_t *stash;		 /* n_local: heap tops that may not be taken */
 };
 
 static void reuse_free(struct reuse *r)
@@ -142,7 +142,7 @@ static int reuse_index_init(struct moe_policy *p, struct reuse *r)
 	r->seen_visit = calloc(p->n_layers, sizeof(*r->seen_visit));
 	r->heap_pos = calloc(p->n_ids, sizeof(*r->heap_pos));
 	r->place = calloc(p->n_ids, sizeof(*r->place));
-	r->stash = malloc(sizeof(*r->stash) * p->n_experts);
+	r->stash = malloc(sizeof(*r->stash) * p->n_local);
 	r->live = calloc(p->n_layers, sizeof(*r->live));
 	r->floor = calloc(p->n_layers, sizeof(*r->floor));
 	live_ids = malloc(sizeof(*live_ids) * p->n_ids);
@@ -161,10 +161,10 @@ static int reuse_index_init(struct moe_policy *p, struct reuse *r)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->n_layers * r->n_gaps; i++)
 		r->recent_head[i] = MOE_ID_NONE;
-	/* Each layer's heaps hold at most its n_experts ids. */
+	/* Each layer's heaps hold at most its n_local ids. */
 	for (uint32_t l = 0; l < p->n_layers; l++) {
-		r->live[l].ids = live_ids + (size_t)l * p->n_experts;
-		r->floor[l].ids = floor_ids + (size_t)l * p->n_experts;
+		r->live[l].ids = live_ids + (size_t)l * p->n_local;
+		r->floor[l].ids = floor_ids + (size_t)l * p->n_local;
 	}
 	return 0;
 }
@@ -447,8 +447,8 @@ static double reuse_distance(struct moe_policy *p, uint32_t id, void *arg)
 static double lookahead_distance(struct moe_policy *p, uint32_t id, void *arg)
 {
 	const struct reuse *r = p->priv;
-	uint64_t next = r->future->next_use(r->future, moe_policy_id_layer(p, id),
-					    id % p->n_experts, p->step + 1);
+	uint64_t next = r->future->next_use(r->future, moe_policy_id_layer(p, id), id % p->n_local,
+					    p->step + 1);
 
 	if (next != MOE_FUTURE_NEVER && next - p->step <= r->horizon)
 		return (double)(next - p->step);

@@ -35,7 +35,7 @@ static int static_init(struct moe_policy *p, const struct moe_policy_config *cfg
 		const struct moe_expert_id *e = &cfg->profile->ranked[i];
 		uint32_t id;
 
-		if (e->layer >= p->n_layers || e->expert >= p->n_experts)
+		if (e->layer >= p->n_layers || e->expert >= p->n_local)
 			continue;
 		id = moe_policy_id(p, e->layer, e->expert);
 		if (s->rank[id] == MOE_ID_NONE)

@@ -79,7 +79,7 @@ static int pb_run(const char *name, uint32_t n_slots, uint64_t accesses, double 
 		b.n_experts = 2 * PB_TOP_K;
 	n_ids = PB_LAYERS * b.n_experts;
 	cfg = (struct moe_policy_config){
-	    .n_layers = PB_LAYERS, .n_experts = b.n_experts, .n_slots = n_slots};
+	    .n_layers = PB_LAYERS, .n_local = b.n_experts, .n_slots = n_slots};
 	b.owner = malloc(sizeof(*b.owner) * n_slots);
 	b.where = malloc(sizeof(*b.where) * n_ids);
 	b.needed = calloc(n_ids, sizeof(*b.needed));

@@ -304,7 +304,7 @@ static int sim_setup(struct sim *s, const struct moe_sim_config *cfg,
 		struct moe_profile sub = {0};
 		struct moe_policy_config pc = {
 		    .n_layers = cfg->per_layer ? 1 : t->n_layers,
-		    .n_experts = t->n_experts,
+		    .n_local = t->n_experts,
 		    .profile = profile,
 		};
 

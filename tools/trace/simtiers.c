@@ -89,7 +89,7 @@ static int simt_setup(struct simt *s, const struct moe_trace *t,
 	for (uint32_t i = 0; i < cfg->n_tiers; i++) {
 		struct moe_policy_config pc = {
 		    .n_layers = t->n_layers,
-		    .n_experts = t->n_experts,
+		    .n_local = t->n_experts,
 		    .n_slots = cfg->slots[i],
 		    .profile = profile,
 		    .lookahead_steps = t->n_layers,

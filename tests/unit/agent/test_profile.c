@@ -10,7 +10,7 @@
 Test(profile, basic_round_trip_via_policy,
      .description = "a ranking saved by the agent loads back identical, hottest first")
 {
-	struct moe_policy_config pc = {.n_layers = 4, .n_experts = 16, .n_slots = 8};
+	struct moe_policy_config pc = {.n_layers = 4, .n_local = 16, .n_slots = 8};
 	struct moe_profile ranking = {0}, loaded = {0};
 	struct moe_policy *p;
 	char dir[] = "/tmp/moecached-profile.XXXXXX", path[64];
@@ -49,8 +49,7 @@ Test(profile, basic_profile_given_to_policy,
 {
 	struct moe_expert_id ids[2] = {{1, 2}, {0, 0}};
 	struct moe_profile prof = {.n = 2, .ranked = ids};
-	struct moe_policy_config pc = {
-	    .n_layers = 2, .n_experts = 4, .n_slots = 2, .profile = &prof};
+	struct moe_policy_config pc = {.n_layers = 2, .n_local = 4, .n_slots = 2, .profile = &prof};
 	struct moe_policy *p;
 
 	cr_assert_eq(moe_policy_create(MOE_POLICY_DEFAULT, &pc, &p), 0);

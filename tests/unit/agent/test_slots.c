@@ -22,7 +22,7 @@ static void fixture_init(struct slots_fixture *x, uint32_t n_layers, uint32_t n_
 			 uint32_t n_slots)
 {
 	struct moe_policy_config pc = {
-	    .n_layers = n_layers, .n_experts = n_experts, .n_slots = n_slots};
+	    .n_layers = n_layers, .n_local = n_experts, .n_slots = n_slots};
 
 	cr_assert_eq(agent_memmap_init(&x->f, n_layers, n_experts, 0, n_experts, n_slots), 0);
 	cr_assert_eq(moe_policy_create(MOE_POLICY_DEFAULT, &pc, &x->policy), 0);
@@ -212,7 +212,7 @@ Test(slots, basic_access_deltas,
 Test(slots, basic_access_scan_in_time_order,
      .description = "accesses found by one scan reach the policy oldest first, whatever their ids")
 {
-	struct moe_policy_config pc = {.n_layers = 1, .n_experts = 8, .n_slots = 2};
+	struct moe_policy_config pc = {.n_layers = 1, .n_local = 8, .n_slots = 2};
 	struct slots_fixture x;
 
 	cr_assert_eq(agent_memmap_init(&x.f, 1, 8, 0, 8, 2), 0);
@@ -237,7 +237,7 @@ Test(slots, basic_access_scan_in_time_order,
 Test(slots, basic_set_policy_keeps_residency,
      .description = "a live policy change hands the new policy every held slot, filling ones too")
 {
-	struct moe_policy_config pc = {.n_layers = 2, .n_experts = 8, .n_slots = 4};
+	struct moe_policy_config pc = {.n_layers = 2, .n_local = 8, .n_slots = 4};
 	struct slots_fixture x;
 	struct moe_policy *lru;
 	int slot;

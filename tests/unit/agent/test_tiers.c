@@ -50,7 +50,7 @@ static void fixture_init(struct tiers_fixture *x, uint32_t n, const uint32_t *sl
 	x->n = n;
 	for (uint32_t i = 0; i < n; i++) {
 		struct moe_policy_config pc = {
-		    .n_layers = 1, .n_experts = n_experts, .n_slots = slots[i]};
+		    .n_layers = 1, .n_local = n_experts, .n_slots = slots[i]};
 
 		cr_assert_eq(agent_memmap_init(&x->map[i], 1, n_experts, 0, n_experts, slots[i]),
 			     0);
@@ -287,7 +287,7 @@ Test(tiers, bad_input_static_slice_empty,
 	struct agent_tiers t;
 
 	for (uint32_t i = 0; i < 4; i++) {
-		struct moe_policy_config pc = {.n_layers = 1, .n_experts = 2, .n_slots = 1};
+		struct moe_policy_config pc = {.n_layers = 1, .n_local = 2, .n_slots = 1};
 
 		cr_assert_eq(agent_memmap_init(&map[i], 1, 2, 0, 2, 1), 0);
 		cr_assert_eq(moe_policy_create("lru", &pc, &policy[i]), 0);

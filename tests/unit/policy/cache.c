@@ -4,13 +4,13 @@
 
 #include "cache.h"
 
-int test_cache_init(struct test_cache *c, const char *name, uint32_t n_layers, uint32_t n_experts,
+int test_cache_init(struct test_cache *c, const char *name, uint32_t n_layers, uint32_t n_local,
 		    uint32_t n_slots, const struct moe_profile *profile,
 		    const struct moe_future *future)
 {
 	struct moe_policy_config cfg = {
 	    .n_layers = n_layers,
-	    .n_experts = n_experts,
+	    .n_local = n_local,
 	    .n_slots = n_slots,
 	    .profile = profile,
 	    .future = future,
@@ -22,11 +22,10 @@ int test_cache_init(struct test_cache *c, const char *name, uint32_t n_layers, u
 int test_cache_init_cfg(struct test_cache *c, const char *name, const struct moe_policy_config *cfg)
 {
 	memset(c, 0, sizeof(*c));
-	if (cfg->n_slots > TEST_MAX_SLOTS ||
-	    (uint64_t)cfg->n_layers * cfg->n_experts > TEST_MAX_IDS)
+	if (cfg->n_slots > TEST_MAX_SLOTS || (uint64_t)cfg->n_layers * cfg->n_local > TEST_MAX_IDS)
 		return -EINVAL;
 	c->n_layers = cfg->n_layers;
-	c->n_experts = cfg->n_experts;
+	c->n_local = cfg->n_local;
 	c->n_slots = cfg->n_slots;
 	for (uint32_t i = 0; i < TEST_MAX_SLOTS; i++)
 		c->owner[i] = TEST_NONE;
@@ -49,7 +48,7 @@ bool test_cache_evictable(void *ctx, uint32_t slot)
 
 int test_cache_slot_of(const struct test_cache *c, uint32_t layer, uint32_t expert)
 {
-	uint32_t id = layer * c->n_experts + expert;
+	uint32_t id = layer * c->n_local + expert;
 
 	for (uint32_t s = 0; s < c->n_slots; s++)
 		if (c->owner[s] == id)
@@ -62,7 +61,7 @@ int test_cache_step(struct test_cache *c, uint32_t layer, const uint32_t *expert
 {
 	memset(c->need, 0, sizeof(c->need));
 	for (uint32_t i = 0; i < n; i++)
-		c->need[layer * c->n_experts + experts[i]] = true;
+		c->need[layer * c->n_local + experts[i]] = true;
 	for (uint32_t i = 0; i < n; i++) {
 		if (test_cache_slot_of(c, layer, experts[i]) >= 0)
 			c->hits++;
@@ -86,7 +85,7 @@ int test_cache_step(struct test_cache *c, uint32_t layer, const uint32_t *expert
 			slot = (uint32_t)v;
 			moe_policy_removed(c->policy, slot);
 		}
-		c->owner[slot] = layer * c->n_experts + experts[i];
+		c->owner[slot] = layer * c->n_local + experts[i];
 		moe_policy_inserted(c->policy, slot, layer, experts[i], false);
 	}
 	return 0;

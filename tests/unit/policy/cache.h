@@ -14,8 +14,8 @@
 
 struct test_cache {
 	struct moe_policy *policy;
-	uint32_t n_layers, n_experts, n_slots;
-	uint32_t owner[TEST_MAX_SLOTS]; /* slot -> layer * n_experts + expert, or TEST_NONE */
+	uint32_t n_layers, n_local, n_slots;
+	uint32_t owner[TEST_MAX_SLOTS]; /* slot -> layer * n_local + expert, or TEST_NONE */
 	uint32_t n_used;
 	bool need[TEST_MAX_IDS];      /* the current step's experts */
 	bool blocked[TEST_MAX_SLOTS]; /* pinned by the test */
@@ -24,7 +24,7 @@ struct test_cache {
 };
 
 /* Creates policy name over an empty cache; returns moe_policy_create's result. */
-int test_cache_init(struct test_cache *c, const char *name, uint32_t n_layers, uint32_t n_experts,
+int test_cache_init(struct test_cache *c, const char *name, uint32_t n_layers, uint32_t n_local,
 		    uint32_t n_slots, const struct moe_profile *profile,
 		    const struct moe_future *future);
 /* The same with a whole config (for the settings test_cache_init leaves at zero). */

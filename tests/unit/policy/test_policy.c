@@ -50,7 +50,7 @@ Test(policy, basic_names_all_creatable,
 	const struct moe_profile profile = {.n = 1, .ranked = (struct moe_expert_id *)ranked};
 	struct seq_future fut = {.f = {.next_use = seq_next_use}, .seq = textbook, .n = 1};
 	const struct moe_policy_config cfg = {
-	    .n_layers = 2, .n_experts = 4, .n_slots = 3, .profile = &profile, .future = &fut.f};
+	    .n_layers = 2, .n_local = 4, .n_slots = 3, .profile = &profile, .future = &fut.f};
 	unsigned int n = 0;
 
 	for (const char *const *name = moe_policy_names(); *name; name++, n++) {
@@ -66,7 +66,7 @@ Test(policy, basic_names_all_creatable,
 Test(policy, basic_default_names_its_policy,
      .description = "NULL and \"default\" create the policy moe_policy_default_name says")
 {
-	const struct moe_policy_config cfg = {.n_layers = 1, .n_experts = 4, .n_slots = 2};
+	const struct moe_policy_config cfg = {.n_layers = 1, .n_local = 4, .n_slots = 2};
 	struct moe_policy *a, *b;
 
 	cr_assert_eq(moe_policy_create(NULL, &cfg, &a), 0);
@@ -80,7 +80,7 @@ Test(policy, basic_default_names_its_policy,
 Test(policy, bad_input_unknown_name,
      .description = "an unknown policy name is -ENOENT and no handle")
 {
-	const struct moe_policy_config cfg = {.n_layers = 1, .n_experts = 4, .n_slots = 2};
+	const struct moe_policy_config cfg = {.n_layers = 1, .n_local = 4, .n_slots = 2};
 	struct moe_policy *p = (struct moe_policy *)&cfg;
 
 	cr_assert_eq(moe_policy_create("no-such-policy", &cfg, &p), -ENOENT);
@@ -89,22 +89,22 @@ Test(policy, bad_input_unknown_name,
 
 Test(policy, bad_input_zero_sizes, .description = "zero layers, experts or slots is -EINVAL")
 {
-	struct moe_policy_config cfg = {.n_layers = 1, .n_experts = 4, .n_slots = 2};
+	struct moe_policy_config cfg = {.n_layers = 1, .n_local = 4, .n_slots = 2};
 	struct moe_policy *p;
 
 	cfg.n_layers = 0;
 	cr_assert_eq(moe_policy_create("lru", &cfg, &p), -EINVAL);
 	cfg.n_layers = 1;
-	cfg.n_experts = 0;
+	cfg.n_local = 0;
 	cr_assert_eq(moe_policy_create("lru", &cfg, &p), -EINVAL);
-	cfg.n_experts = 4;
+	cfg.n_local = 4;
 	cfg.n_slots = 0;
 	cr_assert_eq(moe_policy_create("lru", &cfg, &p), -EINVAL);
 }
 
 Test(policy, bad_input_static_without_profile, .description = "static needs a profile")
 {
-	const struct moe_policy_config cfg = {.n_layers = 1, .n_experts = 4, .n_slots = 2};
+	const struct moe_policy_config cfg = {.n_layers = 1, .n_local = 4, .n_slots = 2};
 	struct moe_policy *p;
 
 	cr_assert_eq(moe_policy_create("static", &cfg, &p), -EINVAL);
@@ -112,7 +112,7 @@ Test(policy, bad_input_static_without_profile, .description = "static needs a pr
 
 Test(policy, bad_input_belady_without_future, .description = "belady needs a future oracle")
 {
-	const struct moe_policy_config cfg = {.n_layers = 1, .n_experts = 4, .n_slots = 2};
+	const struct moe_policy_config cfg = {.n_layers = 1, .n_local = 4, .n_slots = 2};
 	struct moe_policy *p;
 
 	cr_assert_eq(moe_policy_create("belady", &cfg, &p), -EINVAL);
@@ -120,7 +120,7 @@ Test(policy, bad_input_belady_without_future, .description = "belady needs a fut
 
 Test(policy, bad_input_lookahead_without_future, .description = "lookahead needs a future oracle")
 {
-	const struct moe_policy_config cfg = {.n_layers = 1, .n_experts = 4, .n_slots = 2};
+	const struct moe_policy_config cfg = {.n_layers = 1, .n_local = 4, .n_slots = 2};
 	struct moe_policy *p;
 
 	cr_assert_eq(moe_policy_create("lookahead", &cfg, &p), -EINVAL);
@@ -211,7 +211,7 @@ Test(policy, basic_lookahead_whole_sequence_is_optimal,
 	struct seq_future fut = {
 	    .f = {.next_use = seq_next_use}, .seq = textbook, .n = TEXTBOOK_LEN};
 	const struct moe_policy_config cfg = {.n_layers = 1,
-					      .n_experts = 8,
+					      .n_local = 8,
 					      .n_slots = 3,
 					      .future = &fut.f,
 					      .lookahead_steps = TEXTBOOK_LEN};
@@ -230,7 +230,7 @@ Test(policy, basic_lookahead_keeps_what_it_sees_used,
 	const uint32_t seq[] = {1, 0, 2, 1, 0};
 	struct seq_future fut = {.f = {.next_use = seq_next_use}, .seq = seq, .n = 5};
 	const struct moe_policy_config cfg = {
-	    .n_layers = 1, .n_experts = 8, .n_slots = 2, .future = &fut.f, .lookahead_steps = 1};
+	    .n_layers = 1, .n_local = 8, .n_slots = 2, .future = &fut.f, .lookahead_steps = 1};
 	struct test_cache c;
 
 	cr_assert_eq(test_cache_init_cfg(&c, "lookahead", &cfg), 0);

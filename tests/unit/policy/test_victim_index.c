@@ -47,7 +47,7 @@ static void check_same_victims(const char *name, uint64_t seed)
 {
 	const struct moe_future fut = {.next_use = never};
 	struct moe_policy_config cfg = {.n_layers = VI_LAYERS,
-					.n_experts = VI_EXPERTS,
+					.n_local = VI_EXPERTS,
 					.n_slots = VI_SLOTS,
 					.future = &fut,
 					.lookahead_steps = 1};

@@ -506,6 +506,16 @@ struct bad_file {
 
 typedef int (*ckpt_open_fn)(const char *path, struct ckpt *c, struct ckpt_error *err);
 
+/* As assert_names, for a table's row called row. */
+static void assert_row_names(const char *row, const struct ckpt_error *err, const char *path,
+			     const char *tensor)
+{
+	cr_assert(strstr(err->msg, path), "%s: message '%s' does not name %s", row, err->msg, path);
+	if (tensor)
+		cr_assert(strstr(err->msg, tensor), "%s: message '%s' does not name '%s'", row,
+			  err->msg, tensor);
+}
+
 static void assert_refused(const struct bad_file *b, ckpt_open_fn open_ckpt)
 {
 	struct ckpt_error err = {{0}};
@@ -514,11 +524,7 @@ static void assert_refused(const struct bad_file *b, ckpt_open_fn open_ckpt)
 
 	cr_assert_eq(open_ckpt(path, &c, &err), b->want, "%s (%s): %s", b->name, b->description,
 		     err.msg);
-	cr_assert(strstr(err.msg, path), "%s: message '%s' does not name %s", b->name, err.msg,
-		  path);
-	if (b->tensor)
-		cr_assert(strstr(err.msg, b->tensor), "%s: message '%s' does not name '%s'",
-			  b->name, err.msg, b->tensor);
+	assert_row_names(b->name, &err, path, b->tensor);
 	free(path);
 }
 
@@ -679,47 +685,31 @@ static char *make_st_trailing_bytes(void)
 	return path;
 }
 
-Test(ckpt, bad_input_st_missing_tensor, .description = "an expert lacking a projection is named")
+static char *make_st_missing_tensor(void)
 {
-	struct ckpt_select sel = {0};
-	struct ckpt_error err = {{0}};
-	struct ckpt_plan plan;
 	struct gen_st st;
-	struct ckpt c;
 	char *path;
 
 	gen_st_init(&st);
 	gen_st_moe(&st, 0, 2, 4, HIDDEN, FFN);
 	json_object_object_del(st.header, "model.layers.1.mlp.experts.3.up_proj.weight");
 	path = write_st(&st, "missing.safetensors", 0);
-	cr_assert_eq(ckpt_open_safetensors(path, &c, &err), 0, "%s", err.msg);
-	cr_assert_eq(ckpt_plan(&c, &sel, &plan, &err), -EINVAL);
-	assert_names(&err, path, "model.layers.1.mlp.experts.3.up_proj.weight");
-	ckpt_close(&c);
 	gen_st_free(&st);
-	free(path);
+	return path;
 }
 
-Test(ckpt, bad_input_st_wrong_shape, .description = "an expert with another shape is named")
+static char *make_st_wrong_shape(void)
 {
-	struct ckpt_select sel = {0};
-	struct ckpt_error err = {{0}};
 	uint64_t odd[2] = {FFN, HIDDEN / 2};
-	struct ckpt_plan plan;
 	struct gen_st st;
-	struct ckpt c;
 	char *path;
 
 	gen_st_init(&st);
 	gen_st_moe(&st, 0, 1, 2, HIDDEN, FFN);
 	gen_st_add(&st, "model.layers.0.mlp.experts.2.gate_proj.weight", "F16", 2, odd);
 	path = write_st(&st, "shape.safetensors", 0);
-	cr_assert_eq(ckpt_open_safetensors(path, &c, &err), 0, "%s", err.msg);
-	cr_assert_eq(ckpt_plan(&c, &sel, &plan, &err), -EINVAL);
-	assert_names(&err, path, "model.layers.0.mlp.experts.2.gate_proj.weight");
-	ckpt_close(&c);
 	gen_st_free(&st);
-	free(path);
+	return path;
 }
 
 Test(ckpt, bad_input_st_pool_layers, .description = "a pool with other layer counts is refused")
@@ -761,25 +751,17 @@ Test(ckpt, bad_input_st_pool_experts, .description = "more experts than the pool
 	free(path);
 }
 
-Test(ckpt, bad_input_st_no_experts, .description = "a checkpoint without expert tensors is refused")
+static char *make_st_no_experts(void)
 {
-	struct ckpt_select sel = {0};
-	struct ckpt_error err = {{0}};
 	uint64_t shape[1] = {4};
-	struct ckpt_plan plan;
 	struct gen_st st;
-	struct ckpt c;
 	char *path;
 
 	gen_st_init(&st);
 	gen_st_add(&st, "model.layers.0.mlp.gate_proj.weight", "U8", 1, shape);
 	path = write_st(&st, "dense.safetensors", 0);
-	cr_assert_eq(ckpt_open_safetensors(path, &c, &err), 0, "%s", err.msg);
-	cr_assert_eq(ckpt_plan(&c, &sel, &plan, &err), -EINVAL);
-	assert_names(&err, path, NULL);
-	ckpt_close(&c);
 	gen_st_free(&st);
-	free(path);
+	return path;
 }
 
 Test(ckpt, bad_input_st_record_too_small,
@@ -1288,26 +1270,67 @@ Test(ckpt, bad_input_gguf_expert_count,
 	free(path);
 }
 
-Test(ckpt, bad_input_gguf_missing_layer_tensor,
-     .description = "a layer lacking a stacked tensor is named")
+static char *make_gguf_missing_layer_tensor(void)
 {
-	struct ckpt_select sel = {0};
-	struct ckpt_error err = {{0}};
 	uint64_t ne[3] = {HIDDEN, FFN, 2};
-	struct ckpt_plan plan;
 	struct gen_gguf g;
-	struct ckpt c;
 	char *path;
 
 	gen_gguf_init(&g);
 	gen_gguf_moe(&g, 1, 2, GEN_GGML_F32, HIDDEN, FFN);
 	gen_gguf_add(&g, "blk.1.ffn_gate_exps.weight", GEN_GGML_F32, 3, ne);
 	path = write_gguf(&g, "miss.gguf");
-	cr_assert_eq(ckpt_open_gguf(path, &c, &err), 0, "%s", err.msg);
-	cr_assert_eq(ckpt_plan(&c, &sel, &plan, &err), -EINVAL);
-	assert_names(&err, path, "blk.1.ffn_up_exps.weight");
-	ckpt_close(&c);
 	gen_gguf_free(&g);
+	return path;
+}
+
+/*
+ * A checkpoint that opens but cannot be planned: make writes it and returns
+ * its path; planning it whole fails with want, the message naming the file
+ * and, if given, the tensor.
+ */
+struct bad_plan {
+	const char *name;
+	const char *description;
+	char *(*make)(void);
+	ckpt_open_fn open_ckpt;
+	int want;
+	const char *tensor;
+};
+
+static const struct bad_plan bad_plans[] = {
+    {"bad_input_st_missing_tensor", "an expert lacking a projection is named",
+     make_st_missing_tensor, ckpt_open_safetensors, -EINVAL,
+     "model.layers.1.mlp.experts.3.up_proj.weight"},
+    {"bad_input_st_wrong_shape", "an expert with another shape is named", make_st_wrong_shape,
+     ckpt_open_safetensors, -EINVAL, "model.layers.0.mlp.experts.2.gate_proj.weight"},
+    {"bad_input_st_no_experts", "a checkpoint without expert tensors is refused",
+     make_st_no_experts, ckpt_open_safetensors, -EINVAL, NULL},
+    {"bad_input_gguf_missing_layer_tensor", "a layer lacking a stacked tensor is named",
+     make_gguf_missing_layer_tensor, ckpt_open_gguf, -EINVAL, "blk.1.ffn_up_exps.weight"},
+};
+
+ParameterizedTestParameters(ckpt, bad_input_plan)
+{
+	BAD_FILE_ROWS(bad_plans);
+}
+
+ParameterizedTest(
+    size_t *row, ckpt, bad_input_plan,
+    .description = "each checkpoint in bad_plans opens but is refused by the plan by name")
+{
+	const struct bad_plan *b = &bad_plans[*row];
+	struct ckpt_select sel = {0};
+	struct ckpt_error err = {{0}};
+	char *path = b->make();
+	struct ckpt_plan plan;
+	struct ckpt c;
+
+	cr_assert_eq(b->open_ckpt(path, &c, &err), 0, "%s: %s", b->name, err.msg);
+	cr_assert_eq(ckpt_plan(&c, &sel, &plan, &err), b->want, "%s (%s): %s", b->name,
+		     b->description, err.msg);
+	assert_row_names(b->name, &err, path, b->tensor);
+	ckpt_close(&c);
 	free(path);
 }
 

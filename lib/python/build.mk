@@ -71,6 +71,7 @@ $(PY_VM_TEST): lib/python/tests/vm-test.sh
 	@mkdir -p $(dir $@)
 	install -m 0755 $< $@
 
-# make check boots every VM suite with the host's /usr shared (read-only,
-# over 9p): moecache-python-vmtest needs it, the others do not mind.
-check: export MOECACHE_VM_HOST_USR = 1
+# make check and make check-kernels boot every VM suite with the host's
+# /usr shared (read-only, over 9p): moecache-python-vmtest needs it, the
+# others do not mind.
+check check-kernels: export MOECACHE_VM_HOST_USR = 1

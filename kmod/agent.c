@@ -371,7 +371,7 @@ long ioc_bank_set(struct moecache_pool *pool, struct moecache_file *mf,
 
 	if (copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
-	if (req.flags || req.reserved[0] || req.reserved[1] ||
+	if (req.flags || req.index ||
 	    req.backend < MOECACHE_BACKEND_CPU ||
 	    req.backend > MOECACHE_BACKEND_ROCM ||
 	    req.slot_stride < pool->expert_bytes)

@@ -249,6 +249,7 @@ static int pool_create_check(const struct moecache_pool_create *req,
 	u64 n_idx, bytes;
 
 	if (!name_valid(req->name) || req->flags || req->pad ||
+	    req->n_banks || req->pad2 || req->banks ||
 	    (req->mode & ~0777))
 		return -EINVAL;
 	if (!req->n_layers || req->n_layers > max_layers ||

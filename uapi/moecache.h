@@ -51,10 +51,34 @@ struct moecache_info {
 	__u64 max_host_bytes;		/* limit on all pools' host pages */
 	__u64 host_bytes_used;
 	__u64 max_expert_bytes;
-	__u64 reserved[4];
+	__u32 max_banks;		/* most banks in one pool (module param) */
+	__u32 pad;
+	__u64 reserved[3];
 };
 
-/* Pool creation. mode is a permission mask as for IPC objects (0640...). */
+/*
+ * One bank of a pool, as its creator lays it out. Bank i owns the global
+ * slots [sum of n_slots of banks 0..i-1, + n_slots): every per-slot array
+ * (owner, last_use, pins, a client's fast pins) keeps one global slot
+ * space, and an ACQUIRE's slots are global. Tiers are non-decreasing with
+ * the bank index (0 is the fastest). backend NONE lets the agent choose;
+ * otherwise BANK_SET of this bank must name this backend and device, and
+ * no two banks of a pool may name the same (backend, device).
+ */
+struct moecache_bank_layout {
+	__u32 n_slots;
+	__u32 tier;
+	__u32 backend;			/* enum moecache_backend */
+	__u32 device;			/* backend's device ordinal */
+	__u32 flags;			/* none defined: must be 0 */
+	__u32 pad;
+};
+
+/*
+ * Pool creation. mode is a permission mask as for IPC objects (0640...).
+ * A struct of MOECACHE_POOL_CREATE_SIZE_VER0 bytes (ABI 2 before banks)
+ * is accepted and reads as n_banks 0: one bank of n_slots, tier 0.
+ */
 struct moecache_pool_create {
 	char name[MOECACHE_NAME_LEN];	/* NUL-terminated, [A-Za-z0-9._-] */
 	__u32 n_layers;
@@ -68,7 +92,12 @@ struct moecache_pool_create {
 	__u32 mode;
 	__u32 flags;			/* none defined: must be 0 */
 	__u32 pad;
+	/* banks; n_banks 0: one bank of n_slots */
+	__u32 n_banks;			/* at most moecache_info.max_banks */
+	__u32 pad2;
+	__u64 banks;			/* user pointer to struct moecache_bank_layout[n_banks] */
 };
+#define MOECACHE_POOL_CREATE_SIZE_VER0	112
 
 /* Destroy, or ask for a pool by name. */
 struct moecache_pool_name {
@@ -221,12 +250,23 @@ struct moecache_request {
  * MOECACHE_IOC_EVICT (agent): take a slot to fill it with (layer,
  * expert). A resident victim is unmapped first; -EBUSY if it is pinned.
  * With layer == MOECACHE_NONE the slot is just made free.
+ *
+ * With MOECACHE_EVICT_MOVE the target may be resident in another slot
+ * (of another bank: a promotion or a demotion); it stays resident and
+ * readable there while the new slot fills. COMMIT then publishes the new
+ * slot and unpublishes the old one in one change of the map (one seq
+ * write), so an expert is resident in at most one bank at any time; the
+ * old slot becomes free, and is reused only once its pins are gone. An
+ * ABORT, or the agent's death, leaves the expert where it was. Without
+ * MOVE, a target already resident or filling is -EEXIST.
  */
+#define MOECACHE_EVICT_MOVE		(1u << 0)
+#define MOECACHE_EVICT_FLAGS_ALL	0x1u
 struct moecache_evict {
 	__u32 slot;
 	__u32 layer;
 	__u32 expert;
-	__u32 flags;			/* none defined: must be 0 */
+	__u32 flags;			/* MOECACHE_EVICT_* */
 	/* out: what the slot held, or MOECACHE_NONE */
 	__u32 old_layer;
 	__u32 old_expert;
@@ -251,7 +291,11 @@ struct moecache_fill_batch {
 	__u64 fills;			/* user pointer to struct moecache_fill[count] */
 };
 
-/* MOECACHE_IOC_BANK_SET (agent) / MOECACHE_IOC_BANK_GET (attached). */
+/*
+ * MOECACHE_IOC_BANK_SET (agent) / MOECACHE_IOC_BANK_GET (attached), of
+ * bank index (-EINVAL past the pool's banks). The object holds the bank's
+ * own slots: slot s of the pool is at (s - slot_begin) * slot_stride.
+ */
 struct moecache_bank {
 	__s32 fd;			/* in for SET; out for GET (O_CLOEXEC) */
 	__u32 backend;			/* enum moecache_backend */
@@ -260,7 +304,11 @@ struct moecache_bank {
 	__u32 device;			/* backend's device ordinal */
 	__u32 flags;			/* none defined: must be 0 */
 	__u8 device_uuid[16];
-	__u64 reserved[2];
+	__u32 index;			/* in: the bank */
+	/* out, for SET and GET: the bank's layout */
+	__u32 tier;
+	__u32 slot_begin;
+	__u32 n_slots;
 };
 
 /* MOECACHE_IOC_LOAD (loader or agent): bracket writes of host pages. */
@@ -273,10 +321,17 @@ struct moecache_load {
 
 #define MOECACHE_WAIT_BUCKETS		16	/* log2 buckets of microseconds */
 
-/* MOECACHE_IOC_STATS: counters of the pool, or of one layer. */
+/*
+ * MOECACHE_IOC_STATS: counters of the pool, or of one layer. With
+ * MOECACHE_STATS_BANK, hits, prefetch_hits, evictions, commits and the
+ * pool-wide slot state (resident, filling, pinned_slots, pins) count the
+ * slots of bank `bank` only; the other counters stay the pool's.
+ */
+#define MOECACHE_STATS_BANK		(1u << 0)
+#define MOECACHE_STATS_FLAGS_ALL	0x1u
 struct moecache_stats {
 	__u32 layer;			/* in: a layer, or MOECACHE_NONE for all */
-	__u32 flags;			/* none defined: must be 0 */
+	__u32 flags;			/* MOECACHE_STATS_* */
 	__u64 hits;
 	__u64 misses;
 	__u64 prefetch_hits;		/* hits on slots filled by a prefetch */
@@ -297,7 +352,9 @@ struct moecache_stats {
 	__u32 inflight;
 	__u32 n_clients;
 	__u32 agent_pid;		/* 0 when there is none */
-	__u64 reserved[4];
+	__u32 bank;			/* in, with MOECACHE_STATS_BANK */
+	__u32 pad;
+	__u64 reserved[3];
 };
 
 /*
@@ -325,7 +382,28 @@ struct moecache_map_header {
 	__u64 last_use_off;		/* __u64[n_slots]: clock at last pin */
 	__u64 pins_off;			/* __u32[n_slots]: pins held */
 	__u64 access_off;		/* __u32[n_layers][local]: acquires asking for it */
-	__u64 reserved[6];
+	__u64 bank_off;			/* struct moecache_map_bank[n_banks] */
+	__u32 n_banks;			/* 1 or more */
+	__u32 queued;			/* requests waiting for the agent */
+	__u32 inflight;			/* requests the agent has read, not yet done */
+	__u32 pad;
+	__u64 reserved[3];
+};
+
+/*
+ * One bank in the map region. A reader finds the bank of slot s as the
+ * one with slot_begin <= s < slot_begin + n_slots. backend and device are
+ * the layout's until BANK_SET, then the set object's.
+ */
+#define MOECACHE_MAP_BANK_SET		(1u << 0)	/* an object is set */
+struct moecache_map_bank {
+	__u32 slot_begin;
+	__u32 n_slots;
+	__u32 tier;
+	__u32 backend;
+	__u32 device;
+	__u32 flags;			/* MOECACHE_MAP_BANK_* */
+	__u64 reserved;
 };
 
 /*

@@ -825,7 +825,7 @@ static void op_info(struct fz_lane *l, struct fz_fd *f)
 		return;
 	if (info.abi_version != MOECACHE_ABI_VERSION || info.max_batch != c->info.max_batch ||
 	    info.max_pools != c->info.max_pools || info.n_pools > info.max_pools ||
-	    info.host_bytes_used > info.max_host_bytes || info.reserved[0] || info.reserved[3])
+	    info.host_bytes_used > info.max_host_bytes || info.reserved[0] || info.reserved[2])
 		fz_report(l,
 			  "GET_INFO: inconsistent reply (version %u, %u/%u pools, %llu/%llu bytes)",
 			  info.abi_version, info.n_pools, info.max_pools,
@@ -1919,8 +1919,8 @@ static void op_bank_set(struct fz_lane *l, struct fz_fd *f)
 			fz_defect(&e, "flags", EINVAL, 0);
 			break;
 		case 6:
-			req.reserved[fz_below(l, 2)] = fz_rand(l) | 1;
-			fz_defect(&e, "reserved", EINVAL, 0);
+			req.index = fz_rand(l) | 1;
+			fz_defect(&e, "bank-index", EINVAL, 0);
 			break;
 		default:
 			break;

@@ -813,7 +813,7 @@ static void bad_input_bank_set(struct vm_ctx *ctx)
 	b.flags = 1;
 	VM_REFUSED(&env.a, EINVAL, ioctl(env.a.fd, MOECACHE_IOC_BANK_SET, &b));
 	b = good;
-	b.reserved[1] = 1;
+	b.index = 1; /* a one-bank pool has bank 0 only */
 	VM_REFUSED(&env.a, EINVAL, ioctl(env.a.fd, MOECACHE_IOC_BANK_SET, &b));
 	b = good;
 	b.fd = -1;

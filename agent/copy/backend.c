@@ -95,3 +95,17 @@ void agent_backend_set_delay(struct agent_backend *be, uint32_t copy_delay_us)
 {
 	be->ops->set_delay(be->priv, copy_delay_us);
 }
+
+bool agent_backend_can_peer(const struct agent_backend *dst, const struct agent_backend *src)
+{
+	return dst->ops == src->ops && dst->ops->can_peer && dst->ops->copy_peer &&
+	       dst->ops->can_peer(dst->priv, src->priv);
+}
+
+int agent_backend_copy_peer(struct agent_backend *dst, struct agent_backend *src,
+			    uint32_t src_slot, const struct agent_copy *c)
+{
+	if (!agent_backend_can_peer(dst, src))
+		return -EOPNOTSUPP;
+	return dst->ops->copy_peer(dst->priv, src->priv, src_slot, c);
+}

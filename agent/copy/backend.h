@@ -31,9 +31,17 @@ struct agent_copy {
 
 struct mc_gpu_params;
 
+/*
+ * One backend instance serves one bank of a pool (a pool with several
+ * banks has one instance per bank). Slots given to an instance are the
+ * bank's own, 0 .. n_slots - 1; the agent translates the pool's global
+ * slot ids (bank slot_begin + local).
+ */
 struct agent_backend_config {
 	const char *pool; /* for names and messages */
-	uint32_t n_slots;
+	uint32_t n_slots; /* this bank's slots */
+	uint32_t bank;	  /* bank index in the pool */
+	uint32_t device;  /* the bank's device ordinal (moecache_bank_layout.device) */
 	uint64_t expert_bytes;
 	uint32_t copy_threads;
 	uint32_t copy_delay_us;
@@ -67,6 +75,20 @@ int agent_backend_completion_fd(const struct agent_backend *be);
 /* Collects up to max finished copies; returns how many. */
 int agent_backend_completions(struct agent_backend *be, struct agent_copy *out, uint32_t max);
 uint32_t agent_backend_inflight(const struct agent_backend *be);
+
+/*
+ * Copies between banks (a promotion or a demotion). can_peer says whether
+ * dst can copy from src's bank device to device: the answer of the
+ * backends' peer probe, never an assumption; false when either lacks the
+ * op or they are of different kinds. copy_peer queues a copy of
+ * expert_bytes from src's bank-local slot src_slot into dst's c->slot
+ * (c->src unused) and completes on dst's completion fd like any copy;
+ * -EOPNOTSUPP where can_peer is false (the agent then copies from the
+ * host pages, which hold every expert).
+ */
+bool agent_backend_can_peer(const struct agent_backend *dst, const struct agent_backend *src);
+int agent_backend_copy_peer(struct agent_backend *dst, struct agent_backend *src,
+			    uint32_t src_slot, const struct agent_copy *c);
 void agent_backend_set_delay(struct agent_backend *be, uint32_t copy_delay_us);
 
 #endif /* MOECACHE_AGENT_BACKEND_H */

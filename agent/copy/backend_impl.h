@@ -18,6 +18,9 @@ struct agent_backend_ops {
 	int (*completions)(void *priv, struct agent_copy *out, uint32_t max);
 	uint32_t (*inflight)(const void *priv);
 	void (*set_delay)(void *priv, uint32_t copy_delay_us);
+	/* optional (NULL: no device-to-device copies); called only when both sides have this ops */
+	bool (*can_peer)(const void *dst, const void *src);
+	int (*copy_peer)(void *dst, void *src, uint32_t src_slot, const struct agent_copy *c);
 };
 
 extern const struct agent_backend_ops agent_cpu_backend;

@@ -278,3 +278,50 @@ int moecache_acquire_plan(struct moecache *mc, const struct moecache_plan_cost *
 		*res = r;
 	return 0;
 }
+
+int moecache_plan_prefetch_room(const struct moecache_map *m, const struct moecache_plan_cost *cost)
+{
+	struct moecache_plan_queue q;
+	double idle;
+	int ret;
+
+	ret = moecache_plan_queue_read(m, cost, &q, NULL);
+	if (ret)
+		return ret;
+	idle = (double)cost->n_engines * cost->layer_us;
+	for (uint32_t e = 0; e < cost->n_engines; e++)
+		idle -= q.engine_busy_us[e];
+	if (idle < cost->copy_us)
+		return 0;
+	idle /= cost->copy_us;
+	return idle >= MOECACHE_PLAN_MAX_ITEMS ? MOECACHE_PLAN_MAX_ITEMS : (int)idle;
+}
+
+int moecache_prefetch_plan(struct moecache *mc, const struct moecache_plan_cost *cost,
+			   uint32_t layer, const uint32_t *experts, uint32_t count,
+			   uint32_t *n_queued)
+{
+	uint32_t slots[MOECACHE_PLAN_MAX_ITEMS], sub[MOECACHE_PLAN_MAX_ITEMS], n = 0;
+	int room, ret;
+
+	if (n_queued)
+		*n_queued = 0;
+	ret = mc_check_role(mc, MC_ROLE_BIT(MOECACHE_ROLE_CLIENT));
+	if (ret)
+		return ret;
+	ret = mc_check_experts(mc, layer, experts, count);
+	if (ret)
+		return ret;
+	if (count > MOECACHE_PLAN_MAX_ITEMS)
+		return -EINVAL;
+	room = moecache_plan_prefetch_room(&mc->map, cost);
+	if (room <= 0 || !count)
+		return room < 0 ? room : 0;
+	ret = moecache_map_lookup(&mc->map, layer, experts, count, slots);
+	if (ret < 0)
+		return ret;
+	for (uint32_t i = 0; i < count && n < (uint32_t)room; i++)
+		if (slots[i] == MOECACHE_NONE)
+			sub[n++] = experts[i];
+	return n ? moecache_prefetch(mc, layer, sub, n, n_queued) : 0;
+}

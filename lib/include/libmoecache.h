@@ -340,6 +340,27 @@ int moecache_acquire_plan(struct moecache *mc, const struct moecache_plan_cost *
 			  const uint32_t *experts, uint32_t count, uint32_t *slots, uint8_t *action,
 			  uint32_t flags, uint32_t timeout_ms, struct moecache_plan_result *res);
 
+/*
+ * The gate of a prefetch (the same as the simulator's): how many whole
+ * copies the link can do before the next layer starts, after the copies
+ * the map says are ahead: floor((n_engines x layer_us - queued copy time)
+ * / copy_us), at least 0. A prefetch beyond that would still be copying
+ * when the next layer needs the link for its misses. -EINVAL for a bad
+ * argument.
+ */
+int moecache_plan_prefetch_room(const struct moecache_map *m,
+				const struct moecache_plan_cost *cost);
+/*
+ * moecache_prefetch through the gate: hints, in the order given (an
+ * engine's router puts its likeliest first), the experts of experts[]
+ * that are not resident, as many as moecache_plan_prefetch_room allows;
+ * none when it allows none. *n_queued (may be NULL): what the driver
+ * queued. 0 or -errno.
+ */
+int moecache_prefetch_plan(struct moecache *mc, const struct moecache_plan_cost *cost,
+			   uint32_t layer, const uint32_t *experts, uint32_t count,
+			   uint32_t *n_queued);
+
 /* ---- GPU banks (CUDA, ROCm): lib/gpu/bank_cuda.c, lib/gpu/bank_rocm.c ---- */
 
 /*

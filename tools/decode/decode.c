@@ -102,7 +102,8 @@ static const char decode_usage[] =
     "  --steps N           steps to run (default: the rest of the trace; wraps around)\n"
     "  --start-token T     first step of the trace\n"
     "  --d-model N --d-ff N --dtype f32|bf16 --seed N   expert shape and weights\n"
-    "  --prefetch          hint each next layer's experts (from the trace)\n"
+    "  --prefetch          hint each next layer's experts (from the trace; with\n"
+    "                      --cold plan, through the plan's gate)\n"
     "  --cold wait|cpu|plan  misses: wait for their copy (default), compute them on\n"
     "                      the CPU from the host pages while the agent copies them in,\n"
     "                      or as the plan of a layer says (h200 figures)\n"
@@ -600,18 +601,25 @@ static void decode_report_mismatch(struct decode_client *dc, uint32_t step, uint
 }
 
 /*
- * --cold plan: the acquire with the plan of the layer at the h200 link and
- * CPU figures (docs/policy.md), --layer-us and the pool's expert size.
+ * --cold plan: the cost of the plan of a layer, at the h200 link and CPU
+ * figures (docs/policy.md), --layer-us and the pool's expert size.
  */
+static struct moecache_plan_cost decode_plan_cost(const struct decode_client *dc)
+{
+	const double bytes = (double)dc->pi->expert_bytes;
+
+	return (struct moecache_plan_cost){.copy_us = bytes / 50e3,
+					   .cpu_us = bytes / 100e3,
+					   .layer_us = dc->o->plan_layer_us,
+					   .n_engines = 1,
+					   .n_layers = dc->pi->n_layers};
+}
+
+/* --cold plan: the acquire with the plan of the layer. */
 static int decode_acquire_plan(struct decode_client *dc, uint32_t layer, uint32_t n, uint32_t flags,
 			       struct moecache_acquire_result *res)
 {
-	const double bytes = (double)dc->pi->expert_bytes;
-	const struct moecache_plan_cost cost = {.copy_us = bytes / 50e3,
-						.cpu_us = bytes / 100e3,
-						.layer_us = dc->o->plan_layer_us,
-						.n_engines = 1,
-						.n_layers = dc->pi->n_layers};
+	const struct moecache_plan_cost cost = decode_plan_cost(dc);
 	struct moecache_plan_result r;
 	int ret;
 
@@ -642,8 +650,15 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 		return 0;
 	if (o->prefetch && layer + 1 < dc->trace->n_layers) {
 		uint32_t nn = decode_local_experts(dc, step, layer + 1, dc->next), queued = 0;
+		const struct moecache_plan_cost cost = decode_plan_cost(dc);
 
-		if (nn && !moecache_prefetch(dc->mc, layer + 1, dc->next, nn, &queued))
+		/* With the plan, the hint passes the plan's gate (an engine's router's would). */
+		if (nn && o->cold == COLD_PLAN)
+			ret =
+			    moecache_prefetch_plan(dc->mc, &cost, layer + 1, dc->next, nn, &queued);
+		else
+			ret = nn ? moecache_prefetch(dc->mc, layer + 1, dc->next, nn, &queued) : -1;
+		if (!ret)
 			dc->c.prefetched += queued;
 	}
 	/* The lock-free look-up an engine uses to plan its kernels; acquire pins. */

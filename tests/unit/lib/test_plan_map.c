@@ -126,3 +126,49 @@ Test(plan_map, bad_input_acquire_plan_needs_a_client,
 	    moecache_acquire_plan(NULL, &cost, NULL, 0, 0, experts, 1, slots, act, 0, 0, NULL),
 	    -EINVAL);
 }
+
+Test(plan_map, basic_prefetch_room_is_the_link_before_the_next_layer,
+     .description = "layer 450 us, copy 100 us: 4 whole copies fit on an idle link, 2 behind "
+		    "two copies the map publishes, none behind five")
+{
+	struct moecache_plan_cost c = cost;
+	struct agent_memmap f;
+
+	cr_assert_eq(agent_memmap_init(&f, 4, 8, 0, 8, 6), 0);
+	c.layer_us = 450;
+	cr_expect_eq(moecache_plan_prefetch_room(&f.view, &c), 4);
+	set_depth(&f, 1, 1);
+	cr_expect_eq(moecache_plan_prefetch_room(&f.view, &c), 2);
+	set_depth(&f, 3, 2);
+	cr_expect_eq(moecache_plan_prefetch_room(&f.view, &c), 0);
+	agent_memmap_free(&f);
+}
+
+Test(plan_map, basic_prefetch_room_none_when_a_copy_outlasts_the_layer,
+     .description = "with the h200 figures (a 252 us copy, a 45 us layer) no prefetch passes "
+		    "the gate, as in the simulator")
+{
+	const struct moecache_plan_cost h200 = {.copy_us = 12582912 / 50e3,
+						.cpu_us = 12582912 / 100e3,
+						.layer_us = 45,
+						.n_engines = 1,
+						.n_layers = 16};
+	struct agent_memmap f;
+
+	cr_assert_eq(agent_memmap_init(&f, 4, 8, 0, 8, 6), 0);
+	cr_expect_eq(moecache_plan_prefetch_room(&f.view, &h200), 0);
+	agent_memmap_free(&f);
+}
+
+Test(plan_map, bad_input_prefetch_room, .description = "no map or a bad cost is -EINVAL")
+{
+	struct moecache_plan_cost c = cost;
+	struct agent_memmap f;
+
+	cr_assert_eq(agent_memmap_init(&f, 4, 8, 0, 8, 6), 0);
+	cr_expect_eq(moecache_plan_prefetch_room(NULL, &cost), -EINVAL);
+	c.n_engines = 0;
+	cr_expect_eq(moecache_plan_prefetch_room(&f.view, &c), -EINVAL);
+	cr_expect_eq(moecache_prefetch_plan(NULL, &cost, 0, NULL, 0, NULL), -EINVAL);
+	agent_memmap_free(&f);
+}

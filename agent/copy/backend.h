@@ -70,6 +70,15 @@ void *agent_backend_slot(struct agent_backend *be, uint32_t slot);
 
 /* Queues a copy of expert_bytes from c->src into c->slot. */
 int agent_backend_copy(struct agent_backend *be, const struct agent_copy *c);
+/*
+ * Cancels the prefetch copy (MOECACHE_FILL_PREFETCH) into slot that has not
+ * finished: it completes with status -ECANCELED, at once if it had not
+ * started or was between two chunks, else after its running chunk; the
+ * caller aborts the fill as for a failed copy. 0, -ENOENT (no prefetch
+ * into slot: finished, or a demand copy, which is never cancelled) or
+ * -EOPNOTSUPP (an engine without cancel).
+ */
+int agent_backend_cancel(struct agent_backend *be, uint32_t slot);
 /* Readable while completions wait to be collected. */
 int agent_backend_completion_fd(const struct agent_backend *be);
 /* Collects up to max finished copies; returns how many. */

@@ -222,6 +222,15 @@ static int plan_acquire_cpu(struct moecache *mc, uint32_t layer, const uint32_t 
 	return 0;
 }
 
+/* A client handle and count ids of one layer it may ask for: 0 or -errno. */
+static int plan_check_client(const struct moecache *mc, uint32_t layer, const uint32_t *experts,
+			     uint32_t count)
+{
+	int ret = mc_check_role(mc, MC_ROLE_BIT(MOECACHE_ROLE_CLIENT));
+
+	return ret ? ret : mc_check_experts(mc, layer, experts, count);
+}
+
 int moecache_acquire_plan(struct moecache *mc, const struct moecache_plan_cost *cost,
 			  const uint32_t *release_slots, uint32_t release_count, uint32_t layer,
 			  const uint32_t *experts, uint32_t count, uint32_t *slots, uint8_t *action,
@@ -233,10 +242,7 @@ int moecache_acquire_plan(struct moecache *mc, const struct moecache_plan_cost *
 	uint32_t n_wait;
 	int ret;
 
-	ret = mc_check_role(mc, MC_ROLE_BIT(MOECACHE_ROLE_CLIENT));
-	if (ret)
-		return ret;
-	ret = mc_check_experts(mc, layer, experts, count);
+	ret = plan_check_client(mc, layer, experts, count);
 	if (ret)
 		return ret;
 	if ((flags & ~MOECACHE_ACQ_KEEP_WAITING) || !slots || !action ||
@@ -306,10 +312,7 @@ int moecache_prefetch_plan(struct moecache *mc, const struct moecache_plan_cost 
 
 	if (n_queued)
 		*n_queued = 0;
-	ret = mc_check_role(mc, MC_ROLE_BIT(MOECACHE_ROLE_CLIENT));
-	if (ret)
-		return ret;
-	ret = mc_check_experts(mc, layer, experts, count);
+	ret = plan_check_client(mc, layer, experts, count);
 	if (ret)
 		return ret;
 	if (count > MOECACHE_PLAN_MAX_ITEMS)

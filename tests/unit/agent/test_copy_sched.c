@@ -2,15 +2,13 @@
 /*
  * The order of copies every engine shares (agent/copy/copy_queue.h):
  * demand copies first, prefetches in chunks that a demand copy overtakes,
- * and cancel for a prefetch that turned wrong; then the CPU engine's use
- * of it through agent_backend_cancel.
+ * and cancel for a prefetch that turned wrong (the CPU engine's use of it:
+ * test_backend.c).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <poll.h>
 #include <string.h>
 
-#include "agent/copy/backend.h"
 #include "agent/copy/copy_queue.h"
 
 #define MIB (1ull << 20)
@@ -215,83 +213,4 @@ Test(copy_sched, bad_input_init, .description = "no worker or no expert bytes is
 
 	cr_expect_eq(agent_copy_sched_init(&s, 0, MIB, 0), -EINVAL);
 	cr_expect_eq(agent_copy_sched_init(&s, 1, 0, 0), -EINVAL);
-}
-
-/* ---- the CPU engine ---- */
-
-#define CPU_EXPERT_BYTES 8192u
-
-static void collect(struct agent_backend *be, struct agent_copy *out, uint32_t n)
-{
-	uint32_t got = 0;
-
-	while (got < n) {
-		struct pollfd pf = {.fd = agent_backend_completion_fd(be), .events = POLLIN};
-		int r;
-
-		cr_assert_eq(poll(&pf, 1, 10000), 1, "no completion within 10 s");
-		r = agent_backend_completions(be, out + got, n - got);
-		cr_assert_geq(r, 0);
-		got += (uint32_t)r;
-	}
-}
-
-Test(copy_sched, basic_cpu_engine_cancels_a_queued_prefetch,
-     .description = "behind a slow demand copy, a queued prefetch cancelled through "
-		    "agent_backend_cancel completes as -ECANCELED and leaves its slot unwritten")
-{
-	struct agent_backend_config cfg = {.pool = "test",
-					   .n_slots = 2,
-					   .expert_bytes = CPU_EXPERT_BYTES,
-					   .copy_threads = 1,
-					   .copy_delay_us = 500000};
-	static unsigned char src[2][CPU_EXPERT_BYTES], zero[CPU_EXPERT_BYTES];
-	struct agent_copy d = copy_of(0, false), pf = copy_of(1, true), done[2];
-	struct agent_backend *be = NULL;
-	struct moecache_bank desc;
-
-	cr_assert_eq(agent_backend_create("cpu", &cfg, &be), 0);
-	cr_assert_eq(agent_backend_bank_create(be, &desc), 0);
-	memset(src[0], 1, sizeof(src[0]));
-	memset(src[1], 2, sizeof(src[1]));
-	d.src = src[0];
-	pf.src = src[1];
-	cr_assert_eq(agent_backend_copy(be, &d), 0);
-	cr_assert_eq(agent_backend_copy(be, &pf), 0);
-	cr_expect_eq(agent_backend_cancel(be, 1), 0);
-	cr_expect_eq(agent_backend_cancel(be, 0), -ENOENT, "a demand copy is never cancelled");
-	collect(be, done, 2);
-	cr_expect_eq(agent_backend_inflight(be), 0);
-	for (int i = 0; i < 2; i++)
-		cr_expect_eq(done[i].status, done[i].slot == 1 ? -ECANCELED : 0);
-	cr_expect_eq(memcmp(agent_backend_slot(be, 1), zero, CPU_EXPERT_BYTES), 0);
-	cr_expect_eq(memcmp(agent_backend_slot(be, 0), src[0], CPU_EXPERT_BYTES), 0);
-	agent_backend_destroy(be);
-}
-
-Test(copy_sched, basic_cpu_engine_chunked_prefetch_lands_whole,
-     .description = "a prefetch larger than a chunk, copied in pieces by the CPU engine, "
-		    "lands byte for byte")
-{
-	struct agent_backend_config cfg = {.pool = "test",
-					   .n_slots = 1,
-					   .expert_bytes = 3 * AGENT_COPY_CHUNK_BYTES + 4096,
-					   .copy_threads = 2};
-	struct agent_copy pf = copy_of(0, true), done;
-	struct agent_backend *be = NULL;
-	struct moecache_bank desc;
-	unsigned char *src = malloc(cfg.expert_bytes);
-
-	cr_assert_not_null(src);
-	for (uint64_t i = 0; i < cfg.expert_bytes; i++)
-		src[i] = (unsigned char)(i * 7 + 3);
-	cr_assert_eq(agent_backend_create("cpu", &cfg, &be), 0);
-	cr_assert_eq(agent_backend_bank_create(be, &desc), 0);
-	pf.src = src;
-	cr_assert_eq(agent_backend_copy(be, &pf), 0);
-	collect(be, &done, 1);
-	cr_expect_eq(done.status, 0);
-	cr_expect_eq(memcmp(agent_backend_slot(be, 0), src, cfg.expert_bytes), 0);
-	agent_backend_destroy(be);
-	free(src);
 }

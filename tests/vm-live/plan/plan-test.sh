@@ -108,6 +108,11 @@ decode_check basic_plan_gate_stops_hints_that_do_not_fit "moecache-decode --cold
 --prefetch --layer-us 0: no copy fits before the next layer, no hint is queued" \
 	"--cold plan --prefetch --layer-us 0" '"prefetched":0[,}]' '"cpu_experts":[1-9]'
 
+decode_check basic_plan_with_fast_pins_verifies "moecache-decode --cold plan --fast-pins \
+--layer-us 0: the plan's acquires pin hits without a system call, some misses waited for, \
+others on the CPU, every output equal bit for bit" \
+	"--cold plan --fast-pins --layer-us 0" '"plan_waited":[1-9]' '"cpu_experts":[1-9]'
+
 rm -rf "$work"
 echo "live-plan: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -471,8 +471,8 @@ static void pool_cancel_prefetches(struct agent_pool *p)
 	for (uint32_t idx = 0; idx < p->n_idx && p->prefetch_inflight; idx++) {
 		uint32_t slot = p->slots.filling[idx];
 
-		if (slot != MOECACHE_NONE && !agent_backend_cancel(p->be, slot))
-			p->n_cancelled++;
+		if (slot != MOECACHE_NONE)
+			agent_backend_cancel(p->be, slot);
 	}
 }
 
@@ -657,6 +657,7 @@ static int pool_collect(struct agent_pool *p)
 				p->prefetch_inflight--;
 			if (c->status == -ECANCELED && (c->flags & MOECACHE_FILL_PREFETCH)) {
 				/* pool_cancel_prefetches: the slot goes back, no error. */
+				p->n_cancelled++;
 				pool_abort_fill(p, c->slot,
 						moecache_map_idx(p->map, c->layer, c->expert));
 				continue;

@@ -42,6 +42,11 @@ struct agent_backend_config {
 	uint32_t n_slots; /* this bank's slots */
 	uint32_t bank;	  /* bank index in the pool */
 	uint32_t device;  /* the bank's device ordinal (moecache_bank_layout.device) */
+	/*
+	 * cuda, rocm: the bank goes on device (a layout that names it); false:
+	 * the backend chooses among gpu->devices' candidates (backend NONE).
+	 */
+	bool fixed_device;
 	uint64_t expert_bytes;
 	uint32_t copy_threads;
 	uint32_t copy_delay_us;

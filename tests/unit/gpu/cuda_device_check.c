@@ -212,7 +212,7 @@ static int be_open(struct check *c, struct be *b, uint32_t n_slots, uint64_t exp
 	if (!ret) {
 		ret = agent_cuda_backend.bank_create(b->priv, &b->desc);
 		if (ret) {
-			snprintf(c->err, sizeof(c->err), "%s", agent_cuda_backend_error(b->priv));
+			snprintf(c->err, sizeof(c->err), "%s", agent_gpu_backend_error(b->priv));
 			agent_cuda_backend.destroy(b->priv);
 			b->priv = NULL;
 		}
@@ -590,7 +590,7 @@ static int cmd_import(struct check *c, const char *self)
 			    ret);
 		} else {
 			record(c, "import.adopt", false, "%s",
-			       priv ? agent_cuda_backend_error(priv) : c->err);
+			       priv ? agent_gpu_backend_error(priv) : c->err);
 			if (!priv)
 				close(desc.fd);
 		}

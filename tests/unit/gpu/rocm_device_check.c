@@ -117,7 +117,7 @@ static int be_open(struct check *c, struct be *b, uint32_t n_slots, uint64_t exp
 	if (!ret) {
 		ret = agent_rocm_backend.bank_create(b->priv, &b->desc);
 		if (ret) {
-			snprintf(c->err, sizeof(c->err), "%s", agent_rocm_backend_error(b->priv));
+			snprintf(c->err, sizeof(c->err), "%s", agent_gpu_backend_error(b->priv));
 			agent_rocm_backend.destroy(b->priv);
 			b->priv = NULL;
 		}
@@ -411,7 +411,7 @@ static int cmd_import(struct check *c)
 		       bad, IMPORT_SLOTS);
 	} else {
 		record(c, "import.adopt", false, "%s",
-		       priv ? agent_rocm_backend_error(priv) : c->err);
+		       priv ? agent_gpu_backend_error(priv) : c->err);
 		if (!priv)
 			close(desc.fd);
 	}

@@ -116,7 +116,7 @@ static void rbe_open(struct rbe *b, const struct mc_gpu_params *params)
 	ret = agent_rocm_backend_create(&cfg, params, &b->priv, err, sizeof(err));
 	cr_assert_eq(ret, 0, "create: %d %s", ret, err);
 	ret = agent_rocm_backend.bank_create(b->priv, &b->desc);
-	cr_assert_eq(ret, 0, "bank_create: %d %s", ret, agent_rocm_backend_error(b->priv));
+	cr_assert_eq(ret, 0, "bank_create: %d %s", ret, agent_gpu_backend_error(b->priv));
 	b->src = make_experts(16, EXPERT_BYTES);
 	b->readback = malloc(EXPERT_BYTES);
 	cr_assert(b->src && b->readback);
@@ -263,8 +263,8 @@ Test(rocm_fake, basic_gfx8_refused,
 	setenv("FAKE_ROCM_GFX", "8", 1);
 	cr_assert_eq(agent_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_expect_eq(agent_rocm_backend.bank_create(priv, &desc), -EOPNOTSUPP);
-	cr_expect(strstr(agent_rocm_backend_error(priv), "GFX9"), "%s",
-		  agent_rocm_backend_error(priv));
+	cr_expect(strstr(agent_gpu_backend_error(priv), "GFX9"), "%s",
+		  agent_gpu_backend_error(priv));
 	agent_rocm_backend.destroy(priv);
 }
 
@@ -301,7 +301,7 @@ Test(rocm_fake, lifetime_adopt_keeps_bytes,
 
 	cr_assert_eq(agent_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_assert_eq(agent_rocm_backend.bank_adopt(priv, &desc), 0, "%s",
-		     agent_rocm_backend_error(priv));
+		     agent_gpu_backend_error(priv));
 	b = (struct rbe){.priv = priv, .desc = desc, .src = src, .readback = malloc(EXPERT_BYTES)};
 	cr_expect(rbe_slot_is(&b, 3, 9));
 	rbe_close(&b);
@@ -320,8 +320,8 @@ Test(rocm_fake, bad_input_adopt_other_gpu,
 	mc_rocm_uuid_make(0, 0x0400, 0x744c, desc.device_uuid);
 	cr_assert_eq(agent_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_expect_eq(agent_rocm_backend.bank_adopt(priv, &desc), -EPROTO);
-	cr_expect(strstr(agent_rocm_backend_error(priv), "not visible"), "%s",
-		  agent_rocm_backend_error(priv));
+	cr_expect(strstr(agent_gpu_backend_error(priv), "not visible"), "%s",
+		  agent_gpu_backend_error(priv));
 	agent_rocm_backend.destroy(priv);
 	rbe_close(&b);
 }

@@ -11,10 +11,12 @@ GPUTEST_OBJ := $(OBJ)/tests/unit/gpu
 GPUTEST_FAKE_CUDA := $(TESTOUT)/unit/libmoecache-fakecuda.so
 GPUTEST_LINK := $(OBJ)/agent/log.o $(LIBOUT)/libmoecopy.a $(LIBOUT)/libmoecache.a
 
-UNIT_TESTS += $(TESTOUT)/unit/gpu_common $(TESTOUT)/unit/gpu_cuda $(TESTOUT)/unit/gpu_rocm
+UNIT_TESTS += $(TESTOUT)/unit/gpu_common $(TESTOUT)/unit/gpu_cuda $(TESTOUT)/unit/gpu_rocm \
+	$(TESTOUT)/unit/gpu_multi
 
 $(GPUTEST_OBJ)/%.o: CFLAGS += $(CRIT_CFLAGS) -I.
-$(GPUTEST_OBJ)/test_rocm.o $(GPUTEST_OBJ)/test_rocm_fake.o: CFLAGS += $(GPU_DRM_CFLAGS)
+$(GPUTEST_OBJ)/test_rocm.o $(GPUTEST_OBJ)/test_rocm_fake.o $(GPUTEST_OBJ)/test_gpu_multi.o: \
+	CFLAGS += $(GPU_DRM_CFLAGS)
 
 $(TESTOUT)/unit/gpu_common: $(addprefix $(GPUTEST_OBJ)/,test_sdma.o test_gpu_common.o \
 		test_release_queue.o) $(OBJ)/agent/copy/sdma.o $(OBJ)/lib/gpu/common.o \
@@ -40,6 +42,12 @@ $(GPUTEST_FAKE_ROCM): tests/unit/gpu/fake_rocm.c
 
 $(TESTOUT)/unit/gpu_rocm: $(GPUTEST_OBJ)/test_rocm.o $(GPUTEST_OBJ)/test_rocm_fake.o \
 		$(GPUTEST_LINK) | $(GPUTEST_FAKE_ROCM) $(TESTOUT)/gpu/moecache-rocm-check
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS)
+
+# Several devices, one bank each, with and without peer access: both backends on their fakes.
+$(TESTOUT)/unit/gpu_multi: $(GPUTEST_OBJ)/test_gpu_multi.o $(GPUTEST_LINK) | $(GPUTEST_FAKE_CUDA) \
+		$(GPUTEST_FAKE_ROCM)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS)
 

@@ -24,73 +24,17 @@
 #define EXPERT_BYTES 8192u
 #define N_SLOTS 4u
 
-struct fake_rocm_counts {
-	int queues, events, allocations, registrations, mappings, bos, va_ranges, devices;
-	int bad_packets;
-	uint64_t copies;
-};
-
 static char tree[64];
 
-/* A KFD node, a render node and a sysfs tree for one GPU at 0000:03:00.0, in a temp dir. */
+/* The fake KFD, its render nodes and a sysfs tree, in a temp dir. */
 static void fake_rocm_setup(void)
 {
-	char path[PATH_MAX], lib[PATH_MAX];
-	int fd;
-
-	beside_exe("libmoecache-fakerocm.so", lib);
-	setenv(MC_HSAKMT_LIBRARY_ENV, lib, 1);
-	setenv(MC_DRM_AMDGPU_LIBRARY_ENV, lib, 1);
-	snprintf(tree, sizeof(tree), "/tmp/moecache-gpu-rocm-XXXXXX");
-	cr_assert_not_null(mkdtemp(tree));
-	snprintf(path, sizeof(path), "%s/kfd", tree);
-	fd = open(path, O_CREAT | O_RDWR, 0600);
-	cr_assert_geq(fd, 0);
-	close(fd);
-	setenv(MC_KFD_DEVICE_ENV, path, 1);
-	snprintf(path, sizeof(path), "%s/dri", tree);
-	cr_assert_eq(mkdir(path, 0755), 0);
-	setenv(MC_DRI_DIR_ENV, path, 1);
-	snprintf(path, sizeof(path), "%s/dri/renderD128", tree);
-	fd = open(path, O_CREAT | O_RDWR, 0600);
-	cr_assert_geq(fd, 0);
-	close(fd);
-	snprintf(path, sizeof(path), "%s/class", tree);
-	cr_assert_eq(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/class/drm", tree);
-	cr_assert_eq(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/class/drm/renderD128", tree);
-	cr_assert_eq(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/class/drm/renderD128/device", tree);
-	cr_assert_eq(symlink("../../../devices/pci0000:00/0000:00:01.1/0000:03:00.0", path), 0);
-	setenv(MC_SYSFS_ROOT_ENV, tree, 1);
+	cr_assert_eq(use_fake_rocm(tree), 0, "the fake ROCm tree under %s", tree);
 }
 
 static void fake_rocm_teardown(void)
 {
-	char cmd[PATH_MAX + 16];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tree);
-	if (system(cmd))
-		cr_log_warn("could not remove %s", tree);
-}
-
-static struct fake_rocm_counts fake_rocm_live(void)
-{
-	char lib[PATH_MAX];
-	struct fake_rocm_counts c = {0};
-	void *h = dlopen(beside_exe("libmoecache-fakerocm.so", lib), RTLD_NOW | RTLD_NOLOAD);
-	void (*live)(struct fake_rocm_counts *);
-	void *sym;
-
-	if (!h)
-		return c;
-	sym = dlsym(h, "fake_rocm_live");
-	memcpy(&live, &sym, sizeof(sym));
-	if (live)
-		live(&c);
-	dlclose(h);
-	return c;
+	fake_rocm_tree_remove(tree);
 }
 
 static struct agent_backend_config test_cfg(void)

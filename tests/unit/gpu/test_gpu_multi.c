@@ -32,6 +32,7 @@ struct pair {
 
 struct vendor {
 	const char *backend;
+	const char *check; /* the device check program, beside the unit tests */
 	uint32_t n_devices;
 	struct pair peer, no_peer; /* a pair with peer access, one without */
 	struct pair probes[6];	   /* what the probe must answer, from the fake's topology */
@@ -56,6 +57,7 @@ static bool rocm_leaked(void)
 
 static const struct vendor cuda_vendor = {
     .backend = "cuda",
+    .check = "../gpu/moecache-cuda-check",
     .n_devices = 4,
     .peer = {1, 0, true},
     .no_peer = {2, 1, false},
@@ -67,6 +69,7 @@ static const struct vendor cuda_vendor = {
 
 static const struct vendor rocm_vendor = {
     .backend = "rocm",
+    .check = "../gpu/moecache-rocm-check",
     .n_devices = FAKE_ROCM_N_GPUS,
     .peer = {0, 3, true},
     .no_peer = {0, 5, false},
@@ -158,6 +161,14 @@ static void open_ok(const struct vendor *v, uint32_t device, struct bank *b)
 	int ret = bank_open(v, device, b);
 
 	cr_assert_eq(ret, 0, "%s bank on device %u: %d", v->backend, device, ret);
+}
+
+/* Banks on the pair's two devices. */
+static void open_pair(const struct vendor *v, const struct pair *p, struct bank *dst,
+		      struct bank *src)
+{
+	open_ok(v, p->dst, dst);
+	open_ok(v, p->src, src);
 }
 
 /* Collects want completions of b; returns how many failed. */
@@ -254,8 +265,7 @@ BOTH(basic_peer_probe_follows_driver, "can_peer answers what the driver reports 
 		const struct pair *p = &v->probes[i];
 		struct bank dst, src;
 
-		open_ok(v, p->dst, &dst);
-		open_ok(v, p->src, &src);
+		open_pair(v, p, &dst, &src);
 		cr_expect_eq(agent_backend_can_peer(dst.be, src.be), p->peer, "%u <- %u: %d",
 			     p->dst, p->src, p->peer);
 		bank_close(&src);
@@ -269,8 +279,7 @@ BOTH(basic_peer_copy_bytes,
 	struct agent_copy c = host_copy(3, 5);
 	struct bank dst, src;
 
-	open_ok(v, v->peer.dst, &dst);
-	open_ok(v, v->peer.src, &src);
+	open_pair(v, &v->peer, &dst, &src);
 	fill(&src, 2, 5);
 	cr_assert(agent_backend_can_peer(dst.be, src.be));
 	/* Nothing else holds expert 5 now: only src's slot 2 can give its bytes. */
@@ -293,8 +302,7 @@ BOTH(basic_no_peer_copies_through_host,
 	struct agent_copy c = host_copy(1, 9);
 	struct bank dst, src;
 
-	open_ok(v, v->no_peer.dst, &dst);
-	open_ok(v, v->no_peer.src, &src);
+	open_pair(v, &v->no_peer, &dst, &src);
 	fill(&src, 0, 9);
 	cr_expect_not(agent_backend_can_peer(dst.be, src.be));
 	cr_expect_eq(agent_backend_copy_peer(dst.be, src.be, 0, &c), -EOPNOTSUPP);
@@ -326,8 +334,7 @@ BOTH(bad_input_peer_slot_out_of_range, "a peer copy from or into a slot past the
 	struct agent_copy c = host_copy(N_SLOTS, 2);
 	struct bank dst, src;
 
-	open_ok(v, v->peer.dst, &dst);
-	open_ok(v, v->peer.src, &src);
+	open_pair(v, &v->peer, &dst, &src);
 	cr_expect_eq(agent_backend_copy_peer(dst.be, src.be, 0, &c), -EINVAL);
 	c.slot = 0;
 	cr_expect_eq(agent_backend_copy_peer(dst.be, src.be, N_SLOTS, &c), -EINVAL);
@@ -341,8 +348,7 @@ BOTH(lifetime_destroy_dst_with_peer_copies_in_flight,
 {
 	struct bank dst, src;
 
-	open_ok(v, v->peer.dst, &dst);
-	open_ok(v, v->peer.src, &src);
+	open_pair(v, &v->peer, &dst, &src);
 	for (uint32_t s = 0; s < N_SLOTS; s++)
 		fill(&src, s, s);
 	setenv(v->slow_env, "20000", 1);
@@ -362,8 +368,7 @@ BOTH(lifetime_destroy_src_with_peer_copies_in_flight,
 {
 	struct bank dst, src;
 
-	open_ok(v, v->peer.dst, &dst);
-	open_ok(v, v->peer.src, &src);
+	open_pair(v, &v->peer, &dst, &src);
 	for (uint32_t s = 0; s < N_SLOTS; s++)
 		fill(&src, s, 4 + s);
 	setenv(v->slow_env, "20000", 1);
@@ -378,4 +383,34 @@ BOTH(lifetime_destroy_src_with_peer_copies_in_flight,
 		cr_expect(slot_holds(&dst, s, 4 + s), "slot %u", s);
 	bank_close(&dst);
 	cr_expect_not(v->leaked());
+}
+
+/* Runs the device check's peer subcommand on pair p; its exit status, its output in out. */
+static int run_peer_check(const struct vendor *v, const struct pair *p, char *out, size_t len)
+{
+	char prog[PATH_MAX], cmd[PATH_MAX + 128];
+	size_t n = 0;
+	FILE *f;
+
+	beside_exe(v->check, prog);
+	snprintf(cmd, sizeof(cmd), "'%s' --device %u --peer-device %u peer 2>&1", prog, p->dst,
+		 p->src);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	while (n + 1 < len && fgets(out + n, (int)(len - n), f))
+		n += strlen(out + n);
+	out[n] = '\0';
+	return pclose(f);
+}
+
+BOTH(basic_device_check_peer,
+     "the device check's peer subcommand passes on a peer pair (device to device) and on a pair "
+     "without peer access (host pages)")
+{
+	char out[4096];
+
+	cr_expect_eq(run_peer_check(v, &v->peer, out, sizeof(out)), 0, "%s", out);
+	cr_expect(strstr(out, "PASS peer.probe") && strstr(out, "PASS peer.copy"), "%s", out);
+	cr_expect_eq(run_peer_check(v, &v->no_peer, out, sizeof(out)), 0, "%s", out);
+	cr_expect(strstr(out, "PASS peer.probe") && strstr(out, "PASS peer.host_path"), "%s", out);
 }

@@ -15,6 +15,13 @@
 /* Ids of engines (gpu.h: agent_gpu_engine.id), never reused. */
 static uint64_t gpu_engine_ids;
 
+/*
+ * The device_addr of a host range that is not registered and that copies
+ * cannot read from (ROCm); an unregistered range with device_addr 0 is
+ * read through the driver's staging (CUDA).
+ */
+#define GPU_RANGE_UNUSABLE 1u
+
 /* The completion thread's sleep bounds when the driver gives it nothing to wait on. */
 #define GPU_POLL_MIN_NS 5000u
 #define GPU_POLL_MAX_NS 100000u
@@ -557,7 +564,8 @@ static int gpu_host_range(struct agent_gpu_engine *g, const void *src, size_t le
 
 	*out = mc_gpu_ranges_find(&g->host, src, len);
 	if (*out)
-		return (*out)->registered || !(*out)->device_addr ? 0 : -EFAULT;
+		return (*out)->device_addr == GPU_RANGE_UNUSABLE && !(*out)->registered ? -EFAULT
+											: 0;
 	if (g->params.host_base && (uintptr_t)src >= (uintptr_t)g->params.host_base &&
 	    (uintptr_t)src - (uintptr_t)g->params.host_base + len <= g->params.host_size) {
 		start = (uintptr_t)g->params.host_base;
@@ -568,8 +576,8 @@ static int gpu_host_range(struct agent_gpu_engine *g, const void *src, size_t le
 	}
 	ret = g->ops->host_register(g, start, size, writable, &va);
 	if (ret < 0) {
-		/* Remembered as unusable (device_addr 1): not tried again. */
-		mc_gpu_ranges_add(&g->host, start, size, 1, false);
+		/* Remembered as unusable: not tried again. */
+		mc_gpu_ranges_add(&g->host, start, size, GPU_RANGE_UNUSABLE, false);
 		return ret;
 	}
 	if (ret > 0) {

@@ -176,24 +176,12 @@ int cmd_import(struct check *c, const char *self)
 	unsigned char *expect = malloc(IMPORT_EXPERT), *scratch = malloc(IMPORT_EXPERT);
 	struct moecache_bank_map m;
 	struct dc_export_msg msg;
-	int sv[2], fd = -1, status = 0, ret, bad = 0;
+	int fd = -1, status = 0, ret, bad = 0;
 	pid_t pid;
-	char devarg[16], fdarg[16];
 
-	if (!expect || !scratch || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv))
+	if (!expect || !scratch)
 		return -ENOMEM;
-	pid = fork();
-	if (pid == 0) {
-		close(sv[0]);
-		snprintf(devarg, sizeof(devarg), "%d", c->o.device);
-		snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
-		execl(self, self, "--device", devarg, "export-child", fdarg, (char *)NULL);
-		_exit(127);
-	}
-	close(sv[1]);
-	ret = dc_recv_fd(sv[0], &msg, &fd);
-	close(sv[0]);
-	waitpid(pid, &status, 0);
+	ret = dc_run_exporter(self, c->o.device, &msg, &fd, &pid, &status);
 	if (ret || msg.status || fd < 0) {
 		dc_record(&c->rep, "import.export", false,
 			  "the exporting process failed: %s (status %d)",

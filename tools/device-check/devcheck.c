@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -216,4 +217,33 @@ int dc_bank_fill_from(struct dc_bank *dst, struct dc_bank *src, bool peer, uint3
 	if (!ret)
 		ret = dc_bank_wait(dst, 1, 30);
 	return ret > 0 ? -EIO : ret;
+}
+
+int dc_run_exporter(const char *self, int device, struct dc_export_msg *msg, int *fd, pid_t *pid,
+		    int *status)
+{
+	char devarg[16], fdarg[16];
+	int sv[2], ret;
+
+	*fd = -1;
+	*status = 0;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv))
+		return -errno;
+	*pid = fork();
+	if (*pid == 0) {
+		close(sv[0]);
+		snprintf(devarg, sizeof(devarg), "%d", device);
+		snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
+		execl(self, self, "--device", devarg, "export-child", fdarg, (char *)NULL);
+		_exit(127);
+	}
+	close(sv[1]);
+	if (*pid < 0) {
+		close(sv[0]);
+		return -errno;
+	}
+	ret = dc_recv_fd(sv[0], msg, fd);
+	close(sv[0]);
+	waitpid(*pid, status, 0);
+	return ret;
 }

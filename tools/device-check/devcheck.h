@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <json-c/json.h>
 
@@ -54,6 +55,13 @@ struct dc_export_msg {
 
 int dc_send_fd(int sock, const struct dc_export_msg *msg, int fd);
 int dc_recv_fd(int sock, struct dc_export_msg *msg, int *fd);
+/*
+ * Runs this program again as "--device N export-child SOCK" (self: its
+ * path), receives what it sends and waits for it to exit: 0 with msg, the
+ * bank's fd (-1 if none came), its pid and its wait status, or -errno.
+ */
+int dc_run_exporter(const char *self, int device, struct dc_export_msg *msg, int *fd, pid_t *pid,
+		    int *status);
 
 /* A GPU backend's bank on one device, driven as the agent drives it. */
 struct dc_bank {

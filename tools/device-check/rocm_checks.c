@@ -142,26 +142,15 @@ int cmd_import(struct check *c)
 					   .copy_threads = 2};
 	struct dc_export_msg msg;
 	struct moecache_bank desc;
-	int sv[2], fd = -1, status = 0, ret, bad = 0;
-	char devarg[16], fdarg[16], self[PATH_MAX];
+	int fd = -1, status = 0, ret, bad = 0;
+	char self[PATH_MAX];
 	void *priv = NULL;
 	pid_t pid;
 
-	if (!expect || !rb || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv))
+	if (!expect || !rb)
 		return -ENOMEM;
-	dc_self_path(self, sizeof(self));
-	pid = fork();
-	if (pid == 0) {
-		close(sv[0]);
-		snprintf(devarg, sizeof(devarg), "%d", c->device);
-		snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
-		execl(self, self, "--device", devarg, "export-child", fdarg, (char *)NULL);
-		_exit(127);
-	}
-	close(sv[1]);
-	ret = dc_recv_fd(sv[0], &msg, &fd);
-	close(sv[0]);
-	waitpid(pid, &status, 0);
+	ret =
+	    dc_run_exporter(dc_self_path(self, sizeof(self)), c->device, &msg, &fd, &pid, &status);
 	if (ret || msg.status || fd < 0) {
 		dc_record(&c->rep, "import.export", false, "the exporting process failed: %s",
 			  ret ? "no message" : msg.err);

@@ -30,7 +30,11 @@
  * alone, with no lock. The driver reads it under pool->lock, after
  * unpublishing the slot it is about to take and a full barrier; the client
  * writes its pin, a full barrier, and reads the map again (see
- * slot_unpublish()).
+ * slot_unpublish()). The driver reads only the regions of the files that
+ * may hold a pin on the slot: pool->fast_pinners[page] lists the files
+ * whose region's page of that slot has been mapped into a process, and
+ * the fault handler that maps it adds the file under pool->lock
+ * (pins_region_fault(); the ordering argument is at slot_fast_pinned()).
  *
  * pool->lock is never held across copy_{to,from}_user, allocation or
  * sleeping. mf->pool is published with release order once the file is
@@ -82,6 +86,8 @@ extern unsigned int max_pool_files;
 /* The regions' places in the mmap offset space: map at 0, then these. */
 #define MOECACHE_PINS_OFFSET	BIT_ULL(31)
 #define MOECACHE_HOST_OFFSET	BIT_ULL(32)
+/* Slots whose fast pins share one page of a pins region. */
+#define MOECACHE_FAST_PINS_PER_PAGE	(PAGE_SIZE / sizeof(u32))
 /* ACQUIRE and RELEASE lists up to this long stay on the stack. */
 #define MOECACHE_STACK_BATCH	16
 /* REPORT lists up to this long stay on the stack. */
@@ -119,6 +125,7 @@ struct moecache_counters {
 };
 
 struct moecache_file;
+struct moecache_fast_ref;
 
 struct moecache_pool {
 	struct list_head node;		/* moecache_pools */
@@ -172,7 +179,14 @@ struct moecache_pool {
 	struct list_head files;		/* attached moecache_files */
 	u32 n_files;
 	u32 n_clients;
-	u32 n_fast_files;		/* clients with a fast-pins region */
+	/*
+	 * Per page of a pins region (MOECACHE_FAST_PINS_PER_PAGE slots):
+	 * the files that have had that page mapped, each by its
+	 * fast_refs[page]; a file joins at its first fault on the page and
+	 * leaves when it is released.
+	 */
+	struct list_head *fast_pinners;
+	u32 n_fast_pages;
 	struct moecache_file *agent;
 	struct pid *agent_pid;		/* the agent's process, while attached */
 
@@ -194,8 +208,15 @@ struct moecache_file {
 	u32 *pins;			/* clients: pins per slot */
 	u32 n_pins;			/* clients: their sum, <= max_file_pins */
 	unsigned long *asked;		/* clients: idx this file asked for */
-	u32 *fast_pins;			/* fast clients: their region, vmalloc_user */
+	u32 *fast_pins;			/* fast clients: their region, vmalloc */
 	size_t fast_pins_size;
+	struct moecache_fast_ref *fast_refs;	/* per page of fast_pins */
+};
+
+/* A fast-pins file on pool->fast_pinners[page]; node empty while it is not. */
+struct moecache_fast_ref {
+	struct list_head node;
+	struct moecache_file *mf;
 };
 
 /* The pool list and the totals over it, under moecache_pools_lock. */

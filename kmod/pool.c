@@ -135,6 +135,7 @@ static void pool_free(struct moecache_pool *pool)
 	kvfree(pool->qnode);
 	kvfree(pool->slot_flags);
 	kvfree(pool->layer);
+	kvfree(pool->fast_pinners);
 	kfree(pool);
 }
 
@@ -208,12 +209,19 @@ static int pool_alloc_state(struct moecache_pool *pool)
 	pool->slot_flags = kvcalloc(pool->n_slots, sizeof(u8), GFP_KERNEL_ACCOUNT);
 	pool->layer = kvcalloc(pool->n_layers, sizeof(*pool->layer),
 			       GFP_KERNEL_ACCOUNT);
+	pool->n_fast_pages = DIV_ROUND_UP(pool->n_slots,
+					  MOECACHE_FAST_PINS_PER_PAGE);
+	pool->fast_pinners = kvcalloc(pool->n_fast_pages,
+				      sizeof(*pool->fast_pinners),
+				      GFP_KERNEL_ACCOUNT);
 	if (!pool->estate || !pool->req_flags || !pool->n_askers ||
 	    !pool->fail_gen || !pool->qnode || !pool->slot_flags ||
-	    !pool->layer)
+	    !pool->layer || !pool->fast_pinners)
 		return -ENOMEM;
 	for (i = 0; i < pool->n_idx; i++)
 		INIT_LIST_HEAD(&pool->qnode[i]);
+	for (i = 0; i < pool->n_fast_pages; i++)
+		INIT_LIST_HEAD(&pool->fast_pinners[i]);
 	return 0;
 }
 

@@ -252,9 +252,26 @@ static inline void map_write_begin(struct moecache_pool *pool)
 	smp_wmb();
 }
 
+/*
+ * The queue depth in the map header, for clients deciding whether to wait
+ * for a copy: queued, the requests on the queue that the agent has not
+ * read; inflight, the experts the agent has taken and not yet committed or
+ * given back (read and unanswered, or a slot filling with them). Plain
+ * words, stored once a change is complete (inside the seq write side when
+ * there is one) and read with relaxed loads: each is exact as of the
+ * driver's last change, and the two are not a consistent pair outside seq.
+ */
+static inline void queue_depth_publish(struct moecache_pool *pool)
+{
+	lockdep_assert_held(&pool->lock);
+	WRITE_ONCE(pool->hdr->queued, pool->n_queued);
+	WRITE_ONCE(pool->hdr->inflight, pool->n_inflight + pool->n_filling);
+}
+
 static inline void map_write_end(struct moecache_pool *pool)
 {
 	lockdep_assert_held(&pool->lock);
+	queue_depth_publish(pool);
 	/* Pairs with the readers' acquire load of seq. */
 	smp_store_release(&pool->hdr->seq, pool->hdr->seq + 1);
 }

@@ -12,6 +12,8 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/overflow.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/user.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
@@ -122,6 +124,41 @@ static int pool_alloc_pages(struct moecache_pool *pool)
 	return 0;
 }
 
+/*
+ * The host pages stay pinned for the pool's life, so, as io_uring's
+ * registered buffers, they count against the creator's RLIMIT_MEMLOCK in
+ * its user's locked_vm, unless it has CAP_IPC_LOCK; the pool keeps the user
+ * and gives the pages back to it when it is freed. The user, not the mm: a
+ * pool outlives the process that created it.
+ */
+static int pool_charge_memlock(struct moecache_pool *pool)
+{
+	unsigned long limit, cur, new;
+	struct user_struct *user;
+
+	if (capable(CAP_IPC_LOCK))
+		return 0;
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	user = current_user();
+	cur = atomic_long_read(&user->locked_vm);
+	do {
+		if (check_add_overflow(cur, pool->n_pages, &new) ||
+		    new > limit)
+			return -ENOMEM;
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, new));
+	pool->memlock_user = get_uid(user);
+	return 0;
+}
+
+static void pool_uncharge_memlock(struct moecache_pool *pool)
+{
+	if (!pool->memlock_user)
+		return;
+	atomic_long_sub(pool->n_pages, &pool->memlock_user->locked_vm);
+	free_uid(pool->memlock_user);
+	pool->memlock_user = NULL;
+}
+
 static void pool_free(struct moecache_pool *pool)
 {
 	if (pool->bank)
@@ -136,6 +173,7 @@ static void pool_free(struct moecache_pool *pool)
 	kvfree(pool->slot_flags);
 	kvfree(pool->layer);
 	kvfree(pool->fast_pinners);
+	pool_uncharge_memlock(pool);
 	kfree(pool);
 }
 
@@ -339,7 +377,9 @@ int moecache_pool_create(const struct moecache_pool_create *req)
 	INIT_LIST_HEAD(&pool->files);
 	pool->storm_start = jiffies;
 
-	ret = pool_alloc_state(pool);
+	ret = pool_charge_memlock(pool);
+	if (!ret)
+		ret = pool_alloc_state(pool);
 	if (!ret)
 		ret = pool_alloc_region(pool);
 	if (!ret)

@@ -946,6 +946,7 @@ static const struct vm_suite *const vm_suites[] = {
     &vm_tenant_suite,
     &vm_fastpin_count_suite,
     &vm_queue_depth_suite,
+    &vm_memlock_suite,
     /* Last: it ends with the module-unload check. */
     &vm_lifetime_suite,
 };

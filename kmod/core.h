@@ -347,6 +347,7 @@ void pool_unlink(struct moecache_pool *pool);
  */
 bool pool_permits(struct moecache_pool *pool, int want,
 		  const struct moecache_file *mf);
+bool pool_visible(struct moecache_pool *pool, const struct moecache_file *mf);
 bool pool_may_admin(struct moecache_pool *pool,
 		    const struct moecache_file *mf);
 bool file_may_create(const struct moecache_file *mf);

@@ -176,7 +176,8 @@ static long ioc_attach(struct moecache_pool *unattached,
 		goto out_unlock;
 	}
 	if (!pool_permits(pool, want, mf)) {
-		ret = -EACCES;
+		/* Whoever may not attach at all cannot tell it from no pool. */
+		ret = pool_visible(pool, mf) ? -EACCES : -ENOENT;
 		goto out_unlock;
 	}
 	if (req.role == MOECACHE_ROLE_CLIENT) {

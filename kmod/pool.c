@@ -525,6 +525,17 @@ bool pool_permits(struct moecache_pool *pool, int want,
 	return capable(CAP_SYS_ADMIN);
 }
 
+/*
+ * May the file's two parties learn that the pool exists? Only if they may
+ * attach to it in some role (docs/abi.md, "Security model"): for anyone
+ * else a refusal reads as ENOENT, as for a name nobody took.
+ */
+bool pool_visible(struct moecache_pool *pool, const struct moecache_file *mf)
+{
+	return pool_permits(pool, MAY_READ, mf) ||
+	       pool_permits(pool, MAY_WRITE, mf);
+}
+
 bool pool_may_admin(struct moecache_pool *pool,
 		    const struct moecache_file *mf)
 {
@@ -667,7 +678,9 @@ long ioc_pool_create(struct moecache_pool *pool, struct moecache_file *mf,
 /* moecache_pool_fn: may the file's two parties (arg) destroy the pool? */
 static int file_may_destroy(struct moecache_pool *pool, void *arg)
 {
-	return pool_may_admin(pool, arg) ? 0 : -EPERM;
+	if (pool_may_admin(pool, arg))
+		return 0;
+	return pool_visible(pool, arg) ? -EPERM : -ENOENT;
 }
 
 long ioc_pool_destroy(struct moecache_pool *pool, struct moecache_file *mf,

@@ -947,6 +947,7 @@ static const struct vm_suite *const vm_suites[] = {
     &vm_fastpin_count_suite,
     &vm_queue_depth_suite,
     &vm_memlock_suite,
+    &vm_probing_suite,
     /* Last: it ends with the module-unload check. */
     &vm_lifetime_suite,
 };

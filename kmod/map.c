@@ -157,19 +157,28 @@ static bool range_unpublish(struct moecache_pool *pool, u32 begin, u32 end)
 	return false;
 }
 
-/* A resident expert leaves: its move to another slot, if any, is off. */
-static void move_cancel_of(struct moecache_pool *pool, u32 idx)
+/*
+ * Drops the moves out of [begin, end), whose experts go with it, after
+ * range_unpublish(): their map[] entries are in the range, or NONE (a
+ * moving expert is resident, and only range_unpublish() took it off).
+ * One pass over the slots, however many moves there are.
+ */
+static void range_cancel_moves_out(struct moecache_pool *pool, u32 begin,
+				   u32 end)
 {
-	u32 slot;
+	u32 slot, own, idx, from;
 
 	lockdep_assert_held(&pool->lock);
-	if (!test_bit(idx, pool->moving))
-		return;
-	for (slot = 0; slot < pool->n_slots; slot++)
-		if (pool->owner[slot] == (MOECACHE_OWNER_FILLING | idx)) {
+	for (slot = 0; slot < pool->n_slots; slot++) {
+		own = pool->owner[slot];
+		if (own == MOECACHE_NONE || !(own & MOECACHE_OWNER_FILLING))
+			continue;
+		idx = own & MOECACHE_OWNER_IDX_MASK;
+		from = pool->map[idx];
+		if (test_bit(idx, pool->moving) &&
+		    (from == MOECACHE_NONE || (from >= begin && from < end)))
 			move_cancel(pool, slot);
-			return;
-		}
+	}
 }
 
 /*
@@ -190,13 +199,13 @@ int bank_clear_residency(struct moecache_pool *pool, u32 bank)
 		map_write_end(pool);
 		return -EBUSY;
 	}
+	range_cancel_moves_out(pool, begin, end);
 	for (slot = begin; slot < end; slot++) {
 		own = pool->owner[slot];
 		idx = own & MOECACHE_OWNER_IDX_MASK;
 		if (own == MOECACHE_NONE) {
 			pool->slot_flags[slot] = 0;
 		} else if (!(own & MOECACHE_OWNER_FILLING)) {
-			move_cancel_of(pool, idx);
 			slot_unmap(pool, slot);
 		} else if (test_bit(idx, pool->moving)) {
 			move_cancel(pool, slot);

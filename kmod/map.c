@@ -80,7 +80,7 @@ bool slot_reusable(struct moecache_pool *pool, u32 slot)
 	 * go; with this one, a pin whose re-read missed that store is seen.
 	 */
 	smp_mb();
-	if (pool->n_fast_files && slot_fast_pinned(pool, slot))
+	if (slot_fast_pinned(pool, slot))
 		return false;
 	pool->slot_flags[slot] &= ~SF_MOVED;
 	return true;

@@ -24,7 +24,7 @@
  *	everything in a pool that changes after creation: the map region
  *	(map, owner, last_use, pins, access, seq, flags, clock), expert and
  *	slot states, the request queue, per-file pins and request bits, the
- *	file list, the agent pointer, the bank, the counters.
+ *	file list, the agent pointer, the banks' objects, the counters.
  *
  * A client's fast-pins region (mf->fast_pins) is written by that client
  * alone, with no lock. The driver reads it under pool->lock, after
@@ -73,6 +73,7 @@ extern unsigned int evict_event_sample;
 extern unsigned int miss_storm_per_sec;
 extern unsigned int max_file_pins;
 extern unsigned int max_pool_files;
+extern unsigned int max_banks;
 
 /* Host pages are taken in blocks of up to 2^HIGH_ORDER pages. */
 #define MOECACHE_HIGH_ORDER	9
@@ -104,6 +105,7 @@ enum moecache_estate {
 
 /* slot_flags */
 #define SF_PREFETCHED	BIT(0)	/* filled by a prefetch, not acquired since */
+#define SF_MOVED	BIT(1)	/* freed by a move: fast pins may remain */
 
 enum moecache_counter {
 	C_HITS,
@@ -126,6 +128,19 @@ struct moecache_counters {
 
 struct moecache_file;
 struct moecache_fast_ref;
+
+/*
+ * One bank of a pool: the global slots [slot_begin, slot_begin + n_slots)
+ * of layout, and the object BANK_SET gave for them. The layout is fixed
+ * at creation; file and desc change under pool->lock.
+ */
+struct moecache_pool_bank {
+	struct moecache_bank_layout layout;
+	u32 slot_begin;
+	struct file *file;		/* the set object, or NULL */
+	struct moecache_bank desc;	/* as BANK_GET returns it, fd -1 */
+	u64 c[C_NR];			/* counted on this bank's slots */
+};
 
 struct moecache_pool {
 	struct list_head node;		/* moecache_pools */
@@ -166,6 +181,11 @@ struct moecache_pool {
 	u32 *fail_gen;			/* fail_counter at its last abort */
 	u32 fail_counter;
 	struct list_head *qnode;	/* per idx, on queue while ES_QUEUED */
+	/*
+	 * Per idx: resident and the target of an EVICT_MOVE, whose new slot
+	 * is FILLING while map[] still names the old one.
+	 */
+	unsigned long *moving;
 	struct list_head queue;
 	struct list_head waiters;	/* ACQUIRE|WAITs asleep, oldest first */
 	u8 *slot_flags;
@@ -191,8 +211,11 @@ struct moecache_pool {
 	struct moecache_file *agent;
 	struct pid *agent_pid;		/* the agent's process, while attached */
 
-	struct file *bank;
-	struct moecache_bank bank_desc;
+	u32 n_banks;			/* 1 or more */
+	u32 n_banks_set;		/* banks with an object */
+	struct moecache_pool_bank *banks;
+	u8 *slot_bank;			/* per slot: its bank's index */
+	struct moecache_map_bank *map_banks;	/* in the map region */
 
 	struct moecache_counters total;
 	struct moecache_counters *layer;
@@ -312,6 +335,20 @@ static inline void pool_count(struct moecache_pool *pool, u32 idx,
 	layer_count(pool, idx_layer(pool, idx), c, n);
 }
 
+static inline struct moecache_pool_bank *slot_bank(struct moecache_pool *pool,
+						   u32 slot)
+{
+	return &pool->banks[pool->slot_bank[slot]];
+}
+
+/* A counter of the bank that slot belongs to (the pool's are apart). */
+static inline void bank_count(struct moecache_pool *pool, u32 slot,
+			      enum moecache_counter c, u64 n)
+{
+	lockdep_assert_held(&pool->lock);
+	slot_bank(pool, slot)->c[c] += n;
+}
+
 static inline void count_wait(struct moecache_counters *c, u64 ns)
 {
 	u64 us = div_u64(ns, NSEC_PER_USEC);
@@ -358,7 +395,9 @@ void pool_event(struct moecache_pool *pool, enum moecache_event ev, u32 arg0,
 /* map.c */
 bool slot_unpublish(struct moecache_pool *pool, u32 slot);
 void slot_unmap(struct moecache_pool *pool, u32 slot);
-int pool_clear_residency(struct moecache_pool *pool);
+bool slot_reusable(struct moecache_pool *pool, u32 slot);
+void move_cancel(struct moecache_pool *pool, u32 slot);
+int bank_clear_residency(struct moecache_pool *pool, u32 bank);
 
 /* client.c */
 void request_dequeue(struct moecache_pool *pool, u32 idx);
@@ -387,7 +426,7 @@ typedef long (*moecache_ioctl_fn)(struct moecache_pool *pool,
 long ioc_get_info(struct moecache_pool *pool, struct moecache_file *mf,
 		  void __user *argp);
 long ioc_pool_create(struct moecache_pool *pool, struct moecache_file *mf,
-		     void __user *argp);
+		     void __user *argp, unsigned int usize);
 long ioc_pool_destroy(struct moecache_pool *pool, struct moecache_file *mf,
 		      void __user *argp);
 long ioc_acquire(struct moecache_pool *pool, struct moecache_file *mf,

@@ -500,6 +500,7 @@ static void op_create(struct fz_lane *l, struct fz_fd *f)
 {
 	const struct fz_config *c = l->cfg;
 	static const uint32_t modes[] = {0600, 0640, 0644, 0660, 0666, 0604, 0606, 0000, 0400};
+	struct moecache_bank_layout banks[2];
 	struct moecache_pool_create req;
 	struct fz_expect e;
 	uint32_t local;
@@ -588,6 +589,25 @@ static void op_create(struct fz_lane *l, struct fz_fd *f)
 			req.expert_end = req.n_experts;
 			req.expert_bytes = c->info.max_expert_bytes;
 			fz_defect(&e, "too-big", ENOSPC, EOVERFLOW, 0);
+			break;
+		case 12:
+			/* Banks whose slots do not add up to n_slots (the model has one bank). */
+			memset(banks, 0, sizeof(banks));
+			banks[0].n_slots = req.n_slots;
+			banks[1].n_slots = 1 + fz_below(l, 4);
+			banks[1].tier = fz_below(l, 3);
+			req.n_banks = 2;
+			req.banks = (uintptr_t)banks;
+			fz_defect(&e, "bank-slot-sum", EINVAL, 0);
+			break;
+		case 13:
+			req.n_banks = c->info.max_banks + 1 + fz_below(l, 100);
+			req.banks = (uintptr_t)banks;
+			fz_defect(&e, "too-many-banks", E2BIG, 0);
+			break;
+		case 14:
+			req.pad2 = 1 + fz_below(l, 1000);
+			fz_defect(&e, "pad2", EINVAL, 0);
 			break;
 		default:
 			break;
@@ -1459,7 +1479,8 @@ static void op_evict(struct fz_lane *l, struct fz_fd *f)
 			fz_defect(&e, "expert-out-of-range", EINVAL, 0);
 			break;
 		case 3:
-			req.flags = 1u << fz_below(l, 32);
+			/* Bit 0 is MOVE, which the model does not do. */
+			req.flags = 2u << fz_below(l, 31);
 			fz_defect(&e, "flags", EINVAL, 0);
 			break;
 		default:
@@ -1983,6 +2004,7 @@ static void op_bank_get(struct fz_lane *l, struct fz_fd *f)
 	gate(&e, f, MOECACHE_ROLE_NONE, MOECACHE_ROLE_NONE);
 	fz_expect_err(&e, ENODATA);
 	memset(&req, 0x5a, sizeof(req));
+	req.index = 0; /* the fuzzed pools have one bank */
 	p = arg_ptr(l, &e, &req, sizeof(req), true, 8);
 	ret = xioctl(f->fd, MOECACHE_IOC_BANK_GET, p);
 	fz_trace(l, "BANK_GET fd %d -> %ld fd %d", f->fd, ret, ret == 0 ? req.fd : -1);
@@ -2054,6 +2076,7 @@ static void op_stats(struct fz_lane *l, struct fz_fd *f)
 		layer = (attached(f) ? f->g.n_layers : 0) + fz_below(l, 100);
 		fz_defect(&e, "layer-out-of-range", EINVAL, 0);
 	} else if (fz_chance(l, 1, 12)) {
+		/* Bit 0 (STATS_BANK) is a defect too: bank 0x77777777 is past the banks. */
 		st.flags = 1u << fz_below(l, 32);
 		fz_defect(&e, "flags", EINVAL, 0);
 	}

@@ -67,6 +67,7 @@ extern const struct vm_suite vm_fastpin_count_suite;
 extern const struct vm_suite vm_queue_depth_suite;
 extern const struct vm_suite vm_memlock_suite;
 extern const struct vm_suite vm_probing_suite;
+extern const struct vm_suite vm_tiers_suite;
 
 /* Highest suffix vm_pool_name() may be given; the runner cleans these up. */
 #define VM_MAX_EXTRA_POOLS 64

@@ -316,19 +316,29 @@ static int bench_map_lookup(const struct bench_opts *o, double *lookup_ns, doubl
 
 /*
  * The agent side of a miss round trip, with no copy: every request gets
- * slot 0 at once. Runs until its fd is closed by the parent's kill.
+ * slot 0 at once. It attaches in the forked child itself: the agent role
+ * belongs to the process that attached (docs/abi.md), and a child's use of
+ * an agent file it inherited is refused (EPERM, POLLERR). Writes one byte
+ * to ready once attached; runs until the parent's kill.
  */
-static void zero_copy_agent(struct moecache *agent)
+static void zero_copy_agent(const char *name, int ready)
 {
-	struct pollfd pfd = { .fd = moecache_fd(agent), .events = POLLIN };
 	struct moecache_request reqs[16];
 	struct moecache_fill fill;
+	struct moecache *agent;
+	struct pollfd pfd;
 	int n, i;
+	char c = 0;
 
+	if (moecache_open_attach(name, MOECACHE_ROLE_AGENT, &agent) || write(ready, &c, 1) != 1)
+		_exit(4);
+	pfd = (struct pollfd){.fd = moecache_fd(agent), .events = POLLIN};
 	for (;;) {
 		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
 			_exit(1);
 		n = moecache_read_requests(agent, reqs, 16);
+		if (n < 0)
+			_exit(5);
 		for (i = 0; i < n; i++) {
 			if (moecache_evict(agent, 0, reqs[i].layer, reqs[i].expert, NULL, NULL))
 				_exit(2);
@@ -381,17 +391,32 @@ static int bench_miss_rtt(const struct bench_opts *o, double *miss_ns, double *p
 	uint32_t expert, slot;
 	struct bench_pool bp;
 	unsigned int r, i = 0;
-	int ret, status;
+	int ret, status, ready[2];
 	pid_t agent_pid;
+	char c;
 
 	ret = pool_setup(&bp, "miss", 1, 4096);
 	if (ret) {
 		pool_teardown(&bp);
 		return ret;
 	}
+	/* The child attaches as the agent: the parent lets the role go first. */
+	moecache_close(bp.agent);
+	bp.agent = NULL;
+	if (pipe(ready)) {
+		ret = -errno;
+		pool_teardown(&bp);
+		return ret;
+	}
 	agent_pid = fork();
-	if (agent_pid == 0)
-		zero_copy_agent(bp.agent);
+	if (agent_pid == 0) {
+		close(ready[0]);
+		zero_copy_agent(bp.name, ready[1]);
+	}
+	close(ready[1]);
+	if (agent_pid < 0 || read(ready[0], &c, 1) != 1)
+		ret = -ENOTCONN;
+	close(ready[0]);
 	for (r = 0; r < BENCH_ROUNDS && !ret; r++) {
 		t = now_ns();
 		for (i = 0; i < o->miss_iters && !ret; i++) {
@@ -405,12 +430,13 @@ static int bench_miss_rtt(const struct bench_opts *o, double *miss_ns, double *p
 		miss[r] = (now_ns() - t) / o->miss_iters;
 		pp[r] = pipe_pingpong_ns(o->miss_iters);
 	}
-	if (ret && waitpid(agent_pid, &status, WNOHANG) == agent_pid)
+	if (agent_pid > 0 && ret && waitpid(agent_pid, &status, WNOHANG) == agent_pid)
 		fprintf(stderr, "moecache-bench: the miss agent exited (status %d) after %u misses\n",
 			WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), i);
-	else
+	else if (agent_pid > 0)
 		kill(agent_pid, SIGKILL);
-	waitpid(agent_pid, NULL, 0);
+	if (agent_pid > 0)
+		waitpid(agent_pid, NULL, 0);
 	pool_teardown(&bp);
 	*miss_ns = median(miss, BENCH_ROUNDS);
 	*pipe_ns = median(pp, BENCH_ROUNDS);

@@ -265,6 +265,10 @@ const struct ct_test ct_tests[] = {
      .description = "policy set takes the policies the agent runs and refuses the simulator's "
 		    "oracles",
      .run = cli_policy_names},
+    {.name = "basic_bench_short_run",
+     .description = "moecache-bench measures every figure, the miss round trip too, and exits 0",
+     .run = bench_short_run,
+     .timeout_s = 120},
 };
 
 const size_t ct_n_tests = sizeof(ct_tests) / sizeof(ct_tests[0]);

@@ -89,5 +89,6 @@ void cli_profile_load(struct ct_ctx *ctx);
 void cli_policy_set_signals_agent(struct ct_ctx *ctx);
 void cli_policy_unknown_pool(struct ct_ctx *ctx);
 void cli_policy_names(struct ct_ctx *ctx);
+void bench_short_run(struct ct_ctx *ctx);
 
 #endif /* MOECACHE_CTLTEST_TESTS_H */

@@ -3,6 +3,11 @@
  * The CPU backend: the bank is a memfd in host memory, copies are done by
  * a pool of memcpy threads so that several are in flight at once.
  * Finished copies are queued and signalled on an eventfd.
+ *
+ * Every bank of a pool is its own instance and its own sealed memfd (its
+ * device ordinal only names it). Any two CPU banks can copy between each
+ * other: a peer copy is a memcpy from the source bank's mapping, queued on
+ * the destination's threads like a copy from the host pages.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -130,7 +135,8 @@ static int cpu_create(const struct agent_backend_config *cfg, void **priv)
 	cb->cfg = *cfg;
 	cb->memfd = -1;
 	cb->slot_stride = (cfg->expert_bytes + page - 1) / page * page;
-	snprintf(cb->name, sizeof(cb->name), "moecache-bank:%s", cfg->pool ? cfg->pool : "");
+	snprintf(cb->name, sizeof(cb->name), "moecache-bank:%s:%u", cfg->pool ? cfg->pool : "",
+		 cfg->bank);
 	cb->bank_bytes = cb->slot_stride * cfg->n_slots;
 	ret = agent_copy_engine_init(&cb->eng, cfg->copy_delay_us);
 	if (ret)
@@ -248,6 +254,27 @@ static int cpu_copy(void *priv, const struct agent_copy *c)
 	return ret;
 }
 
+static bool cpu_can_peer(const void *dst, const void *src)
+{
+	const struct cpu_backend *d = dst, *s = src;
+
+	/* Both banks are mapped in this process: a memcpy reaches either. */
+	return d != s && d->bank && s->bank && d->cfg.expert_bytes == s->cfg.expert_bytes;
+}
+
+static int cpu_copy_peer(void *dst, void *src, uint32_t src_slot, const struct agent_copy *c)
+{
+	struct agent_copy from_peer = *c;
+
+	if (!cpu_can_peer(dst, src))
+		return -EOPNOTSUPP;
+	/* The source slot stays published (EVICT_MOVE) until this copy's commit. */
+	from_peer.src = cpu_slot(src, src_slot);
+	if (!from_peer.src)
+		return -EINVAL;
+	return cpu_copy(dst, &from_peer);
+}
+
 const struct agent_backend_ops agent_cpu_backend = {
     .name = "cpu",
     .id = MOECACHE_BACKEND_CPU,
@@ -261,4 +288,6 @@ const struct agent_backend_ops agent_cpu_backend = {
     .completions = agent_copy_engine_completions,
     .inflight = agent_copy_engine_inflight,
     .set_delay = agent_copy_engine_set_delay,
+    .can_peer = cpu_can_peer,
+    .copy_peer = cpu_copy_peer,
 };

@@ -180,16 +180,21 @@ static int tiers_place(struct agent_tiers *t, uint32_t tier, uint32_t slot, uint
 
 int agent_tiers_fill(struct agent_tiers *t, uint32_t idx)
 {
+	return agent_tiers_fill_as(t, idx, false);
+}
+
+int agent_tiers_fill_as(struct agent_tiers *t, uint32_t idx, bool prefetch)
+{
 	int slot, err;
 
 	if (idx >= t->n_idx)
 		return -EINVAL;
 	if (t->where_tier[idx] != AGENT_TIER_NONE)
 		return -EEXIST;
-	slot = agent_slots_choose(t->tier[0], idx, false);
+	slot = agent_slots_choose(t->tier[0], idx, prefetch);
 	if (slot < 0)
 		return slot;
-	err = tiers_place(t, 0, (uint32_t)slot, idx, false, AGENT_TIER_NONE, AGENT_TIER_NONE);
+	err = tiers_place(t, 0, (uint32_t)slot, idx, prefetch, AGENT_TIER_NONE, AGENT_TIER_NONE);
 	if (err)
 		return err;
 	t->stats[0].fills++;

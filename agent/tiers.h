@@ -125,6 +125,8 @@ void agent_tiers_new_round(struct agent_tiers *t, uint64_t step_start);
  * give, -EPROTO if a policy named a slot it may not take.
  */
 int agent_tiers_fill(struct agent_tiers *t, uint32_t idx);
+/* As agent_tiers_fill; a prefetch takes a tier-0 slot as agent_slots_choose gives prefetches. */
+int agent_tiers_fill_as(struct agent_tiers *t, uint32_t idx, bool prefetch);
 /*
  * idx, resident in a lower tier, into tier 0 if tier 0's policy admits it.
  * Returns the slot, -ECANCELED (not admitted), -ENOSPC, -EINVAL (not in a

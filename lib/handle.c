@@ -254,6 +254,24 @@ int moecache_stats(struct moecache *mc, uint32_t layer, struct moecache_stats *o
 	return mc_ioctl(mc, MOECACHE_IOC_STATS, out);
 }
 
+int moecache_stats_bank(struct moecache *mc, uint32_t bank, struct moecache_stats *out)
+{
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	ret = mc_check_role(mc, ~0u);
+	if (ret)
+		return ret;
+	if (mc->fast_pins)
+		moecache_report_flush(mc);
+	memset(out, 0, sizeof(*out));
+	out->layer = MOECACHE_NONE;
+	out->flags = MOECACHE_STATS_BANK;
+	out->bank = bank;
+	return mc_ioctl(mc, MOECACHE_IOC_STATS, out);
+}
+
 int moecache_host_map(struct moecache *mc, bool writable, void **base, size_t *size)
 {
 	void *p;

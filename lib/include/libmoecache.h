@@ -193,6 +193,8 @@ int moecache_prefetch(struct moecache *mc, uint32_t layer, const uint32_t *exper
 		      uint32_t *n_queued);
 /* layer MOECACHE_NONE: the whole pool. */
 int moecache_stats(struct moecache *mc, uint32_t layer, struct moecache_stats *out);
+/* The counters of one bank (MOECACHE_STATS_BANK); -EINVAL past the pool's banks. */
+int moecache_stats_bank(struct moecache *mc, uint32_t bank, struct moecache_stats *out);
 
 /*
  * Imports the pool's bank for reading (BANK_GET, then the backend's import:

@@ -194,6 +194,7 @@ static int cpu_bank_create(void *priv, struct moecache_bank *desc)
 	memset(desc, 0, sizeof(*desc));
 	desc->fd = cb->memfd;
 	desc->backend = MOECACHE_BACKEND_CPU;
+	desc->device = cb->cfg.device; /* one bank per device: banks differ by it */
 	desc->bank_bytes = cb->bank_bytes;
 	desc->slot_stride = cb->slot_stride;
 	return 0;

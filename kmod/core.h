@@ -101,6 +101,7 @@ enum moecache_estate {
 
 /* slot_flags */
 #define SF_PREFETCHED	BIT(0)	/* filled by a prefetch, not acquired since */
+#define SF_MOVED	BIT(1)	/* freed by a move: fast pins may remain */
 
 enum moecache_counter {
 	C_HITS,
@@ -174,6 +175,11 @@ struct moecache_pool {
 	u32 *fail_gen;			/* fail_counter at its last abort */
 	u32 fail_counter;
 	struct list_head *qnode;	/* per idx, on queue while ES_QUEUED */
+	/*
+	 * Per idx: resident and the target of an EVICT_MOVE, whose new slot
+	 * is FILLING while map[] still names the old one.
+	 */
+	unsigned long *moving;
 	struct list_head queue;
 	struct list_head waiters;	/* ACQUIRE|WAITs asleep, oldest first */
 	u8 *slot_flags;
@@ -351,6 +357,8 @@ void pool_event(struct moecache_pool *pool, enum moecache_event ev, u32 arg0,
 /* map.c */
 bool slot_unpublish(struct moecache_pool *pool, u32 slot);
 void slot_unmap(struct moecache_pool *pool, u32 slot);
+bool slot_reusable(struct moecache_pool *pool, u32 slot);
+void move_cancel(struct moecache_pool *pool, u32 slot);
 int bank_clear_residency(struct moecache_pool *pool, u32 bank);
 
 /* client.c */

@@ -5,6 +5,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/bitmap.h>
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/ctype.h>
@@ -142,6 +143,7 @@ static void pool_free(struct moecache_pool *pool)
 	kvfree(pool->n_askers);
 	kvfree(pool->fail_gen);
 	kvfree(pool->qnode);
+	bitmap_free(pool->moving);
 	kvfree(pool->slot_flags);
 	kvfree(pool->layer);
 	kfree(pool);
@@ -255,11 +257,13 @@ static int pool_alloc_state(struct moecache_pool *pool)
 	pool->n_askers = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL_ACCOUNT);
 	pool->fail_gen = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL_ACCOUNT);
 	pool->qnode = kvcalloc(pool->n_idx, sizeof(*pool->qnode), GFP_KERNEL_ACCOUNT);
+	pool->moving = bitmap_zalloc(pool->n_idx, GFP_KERNEL_ACCOUNT);
 	pool->slot_flags = kvcalloc(pool->n_slots, sizeof(u8), GFP_KERNEL_ACCOUNT);
 	pool->layer = kvcalloc(pool->n_layers, sizeof(*pool->layer),
 			       GFP_KERNEL_ACCOUNT);
 	if (!pool->estate || !pool->req_flags || !pool->n_askers ||
-	    !pool->fail_gen || !pool->qnode || !pool->slot_flags ||
+	    !pool->fail_gen || !pool->qnode || !pool->moving ||
+	    !pool->slot_flags ||
 	    !pool->layer)
 		return -ENOMEM;
 	for (i = 0; i < pool->n_idx; i++)

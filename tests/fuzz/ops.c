@@ -1459,7 +1459,8 @@ static void op_evict(struct fz_lane *l, struct fz_fd *f)
 			fz_defect(&e, "expert-out-of-range", EINVAL, 0);
 			break;
 		case 3:
-			req.flags = 1u << fz_below(l, 32);
+			/* Bit 0 is MOVE, which the model does not do. */
+			req.flags = 2u << fz_below(l, 31);
 			fz_defect(&e, "flags", EINVAL, 0);
 			break;
 		default:

@@ -37,7 +37,6 @@ struct moecache_pool_desc {
 	u32 n_files;		/* attached files */
 	u32 agent_pid;		/* in the describing task's pid namespace */
 	u32 agent_epoch;
-	u32 n_banks;
 };
 
 /*

@@ -643,7 +643,6 @@ void moecache_pool_describe(struct moecache_pool *pool,
 	desc->agent_pid = pid_vnr(pool->agent_pid);
 	desc->agent_epoch = pool->hdr->agent_epoch;
 	spin_unlock(&pool->lock);
-	desc->n_banks = pool->n_banks;
 }
 
 /* Under the lock: bank i's layout, its slots' state and its counters. */

@@ -216,6 +216,9 @@ static void move_commit(struct moecache_pool *pool, u32 idx, u32 slot)
 	pool->n_filling--;
 	pool_count(pool, idx, C_COMMITS, 1);
 	pool_count(pool, idx, C_BYTES_COPIED, pool->expert_bytes);
+	/* The bank it left counts an eviction, the pool none. */
+	bank_count(pool, old, C_EVICTIONS, 1);
+	bank_count(pool, slot, C_COMMITS, 1);
 }
 
 long ioc_commit(struct moecache_pool *pool, struct moecache_file *mf,
@@ -259,6 +262,7 @@ long ioc_commit(struct moecache_pool *pool, struct moecache_file *mf,
 		pool->n_resident++;
 		request_done(pool, idx);
 		pool_count(pool, idx, C_COMMITS, 1);
+		bank_count(pool, slot, C_COMMITS, 1);
 		pool_count(pool, idx, C_BYTES_COPIED, pool->expert_bytes);
 	}
 	if (moved)

@@ -80,8 +80,6 @@ extern unsigned int max_banks;
  */
 #define MOECACHE_FILE_PINS_CAP	BIT(20)
 #define MOECACHE_POOL_FILES_CAP	4095U
-/* Cap on max_banks: a slot's bank is a u8, the netlink replies stay small. */
-#define MOECACHE_BANKS_CAP	64U
 /* The regions' places in the mmap offset space: map at 0, then these. */
 #define MOECACHE_PINS_OFFSET	BIT_ULL(31)
 #define MOECACHE_HOST_OFFSET	BIT_ULL(32)

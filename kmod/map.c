@@ -61,6 +61,7 @@ void slot_unmap(struct moecache_pool *pool, u32 slot)
 	pool->slot_flags[slot] = 0;
 	pool->n_resident--;
 	pool_count(pool, idx, C_EVICTIONS, 1);
+	bank_count(pool, slot, C_EVICTIONS, 1);
 }
 
 /*

@@ -2056,6 +2056,7 @@ static void op_stats(struct fz_lane *l, struct fz_fd *f)
 		layer = (attached(f) ? f->g.n_layers : 0) + fz_below(l, 100);
 		fz_defect(&e, "layer-out-of-range", EINVAL, 0);
 	} else if (fz_chance(l, 1, 12)) {
+		/* Bit 0 (STATS_BANK) is a defect too: bank 0x77777777 is past the banks. */
 		st.flags = 1u << fz_below(l, 32);
 		fz_defect(&e, "flags", EINVAL, 0);
 	}

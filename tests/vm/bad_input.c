@@ -892,7 +892,7 @@ static void bad_input_stats(struct vm_ctx *ctx)
 	st.layer = 0x7fffffff;
 	VM_REFUSED(&env.a, EINVAL, ioctl(env.c.fd, MOECACHE_IOC_STATS, &st));
 	st.layer = MOECACHE_NONE;
-	st.flags = 1;
+	st.flags = 2; /* 1 is MOECACHE_STATS_BANK */
 	VM_REFUSED(&env.a, EINVAL, ioctl(env.c.fd, MOECACHE_IOC_STATS, &st));
 	bi_teardown(ctx, &env);
 }

@@ -1033,6 +1033,105 @@ static void lifetime_tiers_warm_restart(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+/* ---- statistics -------------------------------------------------------- */
+
+static void tiers_bank_stats(const struct vm_view *v, __u32 bank, struct moecache_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->layer = MOECACHE_NONE;
+	st->flags = MOECACHE_STATS_BANK;
+	st->bank = bank;
+	VM_OK(ioctl(v->fd, MOECACHE_IOC_STATS, st));
+	VM_EQ(st->flags, MOECACHE_STATS_BANK);
+	VM_EQ(st->bank, bank);
+}
+
+static void basic_tiers_stats_per_bank(struct vm_ctx *ctx)
+{
+	const __u32 e = 2, f = 3;
+	struct moecache_stats pool, b0, b1, b2;
+	struct tiers_bank tb[3];
+	struct vm_view a, c;
+	__u32 slot, slots[2];
+	const __u32 both[2] = {e, f};
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_set_all(&a, tb);
+	/* e filled in bank 1, hit twice, promoted to bank 0; f filled in bank 2, pinned. */
+	tiers_fill(&a, tb, 2, 0, e);
+	tiers_fill(&a, tb, 5, 0, f);
+	vm_acquire(&c, 0, &e, 1, &slot, 0, NULL);
+	vm_release(&c, &slot, 1);
+	vm_acquire(&c, 0, both, 2, slots, 0, NULL);
+	vm_release(&c, &slots[0], 1);
+	tiers_move(&a, tb, 0, 0, e);
+	vm_acquire(&c, 0, &e, 1, &slot, 0, NULL);
+	VM_EQ(slot, 0);
+	vm_stats(&c, MOECACHE_NONE, &pool);
+	tiers_bank_stats(&c, 0, &b0);
+	tiers_bank_stats(&c, 1, &b1);
+	tiers_bank_stats(&c, 2, &b2);
+	/* The counters of each bank's slots. */
+	VM_EQ(b0.hits, 1);
+	VM_EQ(b1.hits, 2);
+	VM_EQ(b2.hits, 1);
+	VM_EQ(b0.hits + b1.hits + b2.hits, pool.hits);
+	VM_EQ(b0.commits, 1);
+	VM_EQ(b1.commits, 1);
+	VM_EQ(b2.commits, 1);
+	VM_EQ(pool.commits, 3);
+	/* The move is an eviction of the bank it left only. */
+	VM_EQ(b1.evictions, 1);
+	VM_EQ(b0.evictions + b2.evictions + pool.evictions, 0);
+	/* Slot state, per bank. */
+	VM_EQ(b0.resident, 1);
+	VM_EQ(b1.resident, 0);
+	VM_EQ(b2.resident, 1);
+	VM_EQ(b0.pinned_slots, 1);
+	VM_EQ(b0.pins, 1);
+	VM_EQ(b2.pinned_slots, 1);
+	VM_EQ(b1.pinned_slots, 0);
+	VM_EQ(b0.pinned_slots + b1.pinned_slots + b2.pinned_slots, pool.pinned_slots);
+	VM_EQ(tiers_try_evict(&a, 7, 1, 1, 0), 0);
+	tiers_bank_stats(&c, 2, &b2);
+	VM_EQ(b2.filling, 1);
+	/* The other counters stay the pool's. */
+	VM_EQ(b2.misses, pool.misses);
+	VM_EQ(b2.n_clients, pool.n_clients);
+	vm_release(&c, &slot, 1);
+	vm_release(&c, &slots[1], 1);
+	for (slot = 0; slot < 3; slot++)
+		tiers_bank_put(&tb[slot]);
+	vm_detach(&a);
+	vm_detach(&c);
+	vm_pool_destroy(ctx->pool);
+}
+
+static void bad_input_tiers_stats(struct vm_ctx *ctx)
+{
+	struct moecache_stats st;
+	struct vm_view c;
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	memset(&st, 0, sizeof(st));
+	st.layer = MOECACHE_NONE;
+	st.flags = MOECACHE_STATS_BANK;
+	st.bank = 3;
+	VM_ERR(ioctl(c.fd, MOECACHE_IOC_STATS, &st), EINVAL);
+	/* Bank counters are not kept per layer. */
+	st.bank = 0;
+	st.layer = 0;
+	VM_ERR(ioctl(c.fd, MOECACHE_IOC_STATS, &st), EINVAL);
+	st.layer = MOECACHE_NONE;
+	st.flags = 2;
+	VM_ERR(ioctl(c.fd, MOECACHE_IOC_STATS, &st), EINVAL);
+	vm_detach(&c);
+	vm_pool_destroy(ctx->pool);
+}
+
 /* ---- concurrency ------------------------------------------------------- */
 
 #define TIERS_RACE_MS 1500
@@ -1245,6 +1344,11 @@ static const struct vm_test tiers_tests[] = {
     VM_TEST(lifetime_tiers_bank_set_drops_moves,
 	    "replacing a bank drops the moves into and out of it: experts stay where they were or "
 	    "go with the bank"),
+    VM_TEST(basic_tiers_stats_per_bank,
+	    "STATS with MOECACHE_STATS_BANK counts hits, commits, evictions and slot state of that "
+	    "bank's slots; a move is an eviction of the bank it leaves only"),
+    VM_TEST(bad_input_tiers_stats,
+	    "STATS_BANK past the banks, with a layer, or an unknown flag is EINVAL"),
     VM_TEST_TIMEOUT(concurrency_tiers_moves_under_readers,
 		    "clients acquiring or fast-pinning experts read whole, right bytes while the "
 		    "agent moves them between banks, and never see one in two slots",

@@ -9,6 +9,7 @@
 #include <linux/dma-buf.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/nospec.h>
 #include <linux/poll.h>
 #include <linux/shmem_fs.h>
 #include <linux/slab.h>
@@ -361,24 +362,89 @@ static int bank_check(struct file *bank, const struct moecache_bank *req)
 	return ret;
 }
 
+/*
+ * Another bank of the pool on the same object, or on the (backend, device)
+ * that bank's object or layout names: each device holds one bank.
+ */
+static bool bank_conflict(struct moecache_pool *pool, u32 index,
+			  struct file *bank, const struct moecache_bank *req)
+{
+	const struct moecache_pool_bank *b;
+	u32 i;
+
+	lockdep_assert_held(&pool->lock);
+	for (i = 0; i < pool->n_banks; i++) {
+		b = &pool->banks[i];
+		if (i == index)
+			continue;
+		if (b->file && (file_inode(b->file) == file_inode(bank) ||
+				(b->desc.backend == req->backend &&
+				 b->desc.device == req->device)))
+			return true;
+		if (b->layout.backend == req->backend &&
+		    b->layout.device == req->device)
+			return true;
+	}
+	return false;
+}
+
+/* Is a slot of the bank pinned by ACQUIRE? */
+static bool bank_pinned(struct moecache_pool *pool, u32 index)
+{
+	const struct moecache_pool_bank *b = &pool->banks[index];
+	u32 slot;
+
+	lockdep_assert_held(&pool->lock);
+	for (slot = b->slot_begin; slot < b->slot_begin + b->layout.n_slots;
+	     slot++)
+		if (pool->pins[slot])
+			return true;
+	return false;
+}
+
+/* The out fields of BANK_SET and BANK_GET: the bank's layout. */
+static void bank_desc_layout(const struct moecache_pool_bank *b, u32 index,
+			     struct moecache_bank *req)
+{
+	req->index = index;
+	req->tier = b->layout.tier;
+	req->slot_begin = b->slot_begin;
+	req->n_slots = b->layout.n_slots;
+}
+
 long ioc_bank_set(struct moecache_pool *pool, struct moecache_file *mf,
 		  void __user *argp)
 {
+	struct moecache_pool_bank *b;
+	struct moecache_map_bank *mb;
 	struct moecache_bank req;
 	struct file *bank, *old = NULL;
+	u32 index;
 	u64 need;
 	int ret = 0;
 
 	if (copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
-	if (req.flags || req.index ||
+	if (req.flags || req.index >= pool->n_banks ||
 	    req.backend < MOECACHE_BACKEND_CPU ||
 	    req.backend > MOECACHE_BACKEND_ROCM ||
 	    req.slot_stride < pool->expert_bytes)
 		return -EINVAL;
-	if (check_mul_overflow((u64)pool->n_slots, req.slot_stride, &need) ||
+	index = array_index_nospec(req.index, pool->n_banks);
+	b = &pool->banks[index];
+	/* A layout that names a device binds the bank to it. */
+	if (b->layout.backend != MOECACHE_BACKEND_NONE &&
+	    (req.backend != b->layout.backend ||
+	     req.device != b->layout.device))
+		return -EINVAL;
+	if (check_mul_overflow((u64)b->layout.n_slots, req.slot_stride,
+			       &need) ||
 	    need > req.bank_bytes)
 		return -EINVAL;
+	bank_desc_layout(b, index, &req);
+	/* The layout is written back: that must not fail after the change. */
+	if (copy_to_user(argp, &req, sizeof(req)))
+		return -EFAULT;
 	bank = fget(req.fd);
 	if (!bank)
 		return -EBADF;
@@ -387,22 +453,34 @@ long ioc_bank_set(struct moecache_pool *pool, struct moecache_file *mf,
 		goto out_put;
 
 	spin_lock(&pool->lock);
-	if (pool->n_pinned_slots) {
+	if (bank_conflict(pool, index, bank, &req)) {
+		ret = -EEXIST;
+		goto out_unlock;
+	}
+	if (bank_pinned(pool, index)) {
 		ret = -EBUSY;
 		goto out_unlock;
 	}
-	if (pool->bank) {
-		ret = pool_clear_residency(pool);
+	if (b->file) {
+		ret = bank_clear_residency(pool, index);
 		if (ret)
 			goto out_unlock;
+	} else {
+		pool->n_banks_set++;
 	}
-	old = pool->bank;
-	pool->bank = bank;
+	old = b->file;
+	b->file = bank;
 	bank = NULL;
 	req.fd = -1;
-	pool->bank_desc = req;
+	b->desc = req;
+	mb = &pool->map_banks[index];
 	map_write_begin(pool);
-	map_set_flags(pool, MOECACHE_POOL_BANK, 0);
+	WRITE_ONCE(mb->backend, req.backend);
+	WRITE_ONCE(mb->device, req.device);
+	WRITE_ONCE(mb->flags, MOECACHE_MAP_BANK_SET);
+	/* MOECACHE_POOL_BANK: every bank has its object. */
+	if (pool->n_banks_set == pool->n_banks)
+		map_set_flags(pool, MOECACHE_POOL_BANK, 0);
 	map_write_end(pool);
 out_unlock:
 	spin_unlock(&pool->lock);
@@ -419,13 +497,19 @@ long ioc_bank_get(struct moecache_pool *pool, struct moecache_file *mf,
 {
 	struct moecache_bank req;
 	struct file *bank;
+	u32 index;
 	int fd;
 
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	if (req.index >= pool->n_banks)
+		return -EINVAL;
+	index = array_index_nospec(req.index, pool->n_banks);
 	spin_lock(&pool->lock);
-	bank = pool->bank;
+	bank = pool->banks[index].file;
 	if (bank) {
 		get_file(bank);
-		req = pool->bank_desc;
+		req = pool->banks[index].desc;
 	}
 	spin_unlock(&pool->lock);
 	if (!bank)

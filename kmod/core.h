@@ -24,7 +24,7 @@
  *	everything in a pool that changes after creation: the map region
  *	(map, owner, last_use, pins, access, seq, flags, clock), expert and
  *	slot states, the request queue, per-file pins and request bits, the
- *	file list, the agent pointer, the bank, the counters.
+ *	file list, the agent pointer, the banks' objects, the counters.
  *
  * A client's fast-pins region (mf->fast_pins) is written by that client
  * alone, with no lock. The driver reads it under pool->lock, after
@@ -69,6 +69,7 @@ extern unsigned int evict_event_sample;
 extern unsigned int miss_storm_per_sec;
 extern unsigned int max_file_pins;
 extern unsigned int max_pool_files;
+extern unsigned int max_banks;
 
 /* Host pages are taken in blocks of up to 2^HIGH_ORDER pages. */
 #define MOECACHE_HIGH_ORDER	9
@@ -79,6 +80,8 @@ extern unsigned int max_pool_files;
  */
 #define MOECACHE_FILE_PINS_CAP	BIT(20)
 #define MOECACHE_POOL_FILES_CAP	4095U
+/* Cap on max_banks: a slot's bank is a u8, the netlink replies stay small. */
+#define MOECACHE_BANKS_CAP	64U
 /* The regions' places in the mmap offset space: map at 0, then these. */
 #define MOECACHE_PINS_OFFSET	BIT_ULL(31)
 #define MOECACHE_HOST_OFFSET	BIT_ULL(32)
@@ -119,6 +122,19 @@ struct moecache_counters {
 };
 
 struct moecache_file;
+
+/*
+ * One bank of a pool: the global slots [slot_begin, slot_begin + n_slots)
+ * of layout, and the object BANK_SET gave for them. The layout is fixed
+ * at creation; file and desc change under pool->lock.
+ */
+struct moecache_pool_bank {
+	struct moecache_bank_layout layout;
+	u32 slot_begin;
+	struct file *file;		/* the set object, or NULL */
+	struct moecache_bank desc;	/* as BANK_GET returns it, fd -1 */
+	u64 c[C_NR];			/* counted on this bank's slots */
+};
 
 struct moecache_pool {
 	struct list_head node;		/* moecache_pools */
@@ -176,8 +192,11 @@ struct moecache_pool {
 	struct moecache_file *agent;
 	struct pid *agent_pid;		/* the agent's process, while attached */
 
-	struct file *bank;
-	struct moecache_bank bank_desc;
+	u32 n_banks;			/* 1 or more */
+	u32 n_banks_set;		/* banks with an object */
+	struct moecache_pool_bank *banks;
+	u8 *slot_bank;			/* per slot: its bank's index */
+	struct moecache_map_bank *map_banks;	/* in the map region */
 
 	struct moecache_counters total;
 	struct moecache_counters *layer;
@@ -273,6 +292,20 @@ static inline void pool_count(struct moecache_pool *pool, u32 idx,
 	layer_count(pool, idx_layer(pool, idx), c, n);
 }
 
+static inline struct moecache_pool_bank *slot_bank(struct moecache_pool *pool,
+						   u32 slot)
+{
+	return &pool->banks[pool->slot_bank[slot]];
+}
+
+/* A counter of the bank that slot belongs to (the pool's are apart). */
+static inline void bank_count(struct moecache_pool *pool, u32 slot,
+			      enum moecache_counter c, u64 n)
+{
+	lockdep_assert_held(&pool->lock);
+	slot_bank(pool, slot)->c[c] += n;
+}
+
 static inline void count_wait(struct moecache_counters *c, u64 ns)
 {
 	u64 us = div_u64(ns, NSEC_PER_USEC);
@@ -318,7 +351,7 @@ void pool_event(struct moecache_pool *pool, enum moecache_event ev, u32 arg0,
 /* map.c */
 bool slot_unpublish(struct moecache_pool *pool, u32 slot);
 void slot_unmap(struct moecache_pool *pool, u32 slot);
-int pool_clear_residency(struct moecache_pool *pool);
+int bank_clear_residency(struct moecache_pool *pool, u32 bank);
 
 /* client.c */
 void request_dequeue(struct moecache_pool *pool, u32 idx);
@@ -347,7 +380,7 @@ typedef long (*moecache_ioctl_fn)(struct moecache_pool *pool,
 long ioc_get_info(struct moecache_pool *pool, struct moecache_file *mf,
 		  void __user *argp);
 long ioc_pool_create(struct moecache_pool *pool, struct moecache_file *mf,
-		     void __user *argp);
+		     void __user *argp, unsigned int usize);
 long ioc_pool_destroy(struct moecache_pool *pool, struct moecache_file *mf,
 		      void __user *argp);
 long ioc_acquire(struct moecache_pool *pool, struct moecache_file *mf,

@@ -279,6 +279,13 @@ struct moecache_ioctl_desc {
 	unsigned int cmd;
 	moecache_ioctl_fn fn;
 	u32 roles;
+	/*
+	 * A struct that grew after ABI 2: its ABI 2 size, also accepted,
+	 * and the handler that is told the caller's size instead of fn.
+	 */
+	unsigned int size_ver0;
+	long (*sized_fn)(struct moecache_pool *pool, struct moecache_file *mf,
+			 void __user *argp, unsigned int usize);
 };
 
 /*
@@ -294,8 +301,9 @@ static const struct moecache_ioctl_desc moecache_ioctls[] = {
 		MOECACHE_IOC_NOP, ioc_nop,
 		ROLES_ANY },
 	[_IOC_NR(MOECACHE_IOC_POOL_CREATE)] = {
-		MOECACHE_IOC_POOL_CREATE, ioc_pool_create,
-		ROLES_ANY },
+		MOECACHE_IOC_POOL_CREATE, NULL, ROLES_ANY,
+		.size_ver0 = MOECACHE_POOL_CREATE_SIZE_VER0,
+		.sized_fn = ioc_pool_create },
 	[_IOC_NR(MOECACHE_IOC_POOL_DESTROY)] = {
 		MOECACHE_IOC_POOL_DESTROY, ioc_pool_destroy,
 		ROLES_ANY },
@@ -359,16 +367,17 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 	d = &moecache_ioctls[array_index_nospec(nr, ARRAY_SIZE(moecache_ioctls))];
 	ksize = _IOC_SIZE(d->cmd);
 	usize = _IOC_SIZE(cmd);
-	if (!d->fn || _IOC_DIR(d->cmd) != _IOC_DIR(cmd) || (!ksize && usize))
+	if ((!d->fn && !d->sized_fn) || _IOC_DIR(d->cmd) != _IOC_DIR(cmd) ||
+	    (!ksize && usize))
 		return -ENOTTY;
 	/*
 	 * The size bits are the caller's struct size, as openat2()'s size
 	 * argument: a struct of a later ABI may be longer, and is taken when
 	 * what this driver does not know of it is zero. None is shorter than
-	 * the driver's: every struct had its present size when it became
-	 * extensible (ABI 2).
+	 * the driver's, but for the ABI 2 size of a struct that grew since
+	 * (as openat2()'s OPEN_HOW_SIZE_VER0), read as zero-extended.
 	 */
-	if (usize < ksize)
+	if (usize < ksize && (!d->size_ver0 || usize != d->size_ver0))
 		return -EINVAL;
 	if (usize > ksize) {
 		ret = check_zeroed_user(argp + ksize, usize - ksize);
@@ -381,6 +390,8 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 	if (role == MOECACHE_ROLE_AGENT && !(d->roles & ROLES_UNATTACHED) &&
 	    !agent_is_current(pool, mf))
 		return -EPERM;
+	if (d->sized_fn)
+		return d->sized_fn(pool, mf, argp, usize);
 	return d->fn(pool, mf, argp);
 }
 

@@ -89,8 +89,11 @@ static bool slot_resident(struct moecache_pool *pool, u32 slot)
 	       !(pool->owner[slot] & MOECACHE_OWNER_FILLING);
 }
 
-/* slot_unpublish() for every resident slot at once: all of them, or none. */
-static bool pool_unpublish_all(struct moecache_pool *pool)
+/*
+ * slot_unpublish() for every resident slot of [begin, end) at once: all
+ * of them, or none.
+ */
+static bool range_unpublish(struct moecache_pool *pool, u32 begin, u32 end)
 {
 	bool pinned = false;
 	u32 slot;
@@ -98,37 +101,39 @@ static bool pool_unpublish_all(struct moecache_pool *pool)
 	lockdep_assert_held(&pool->lock);
 	if (!pool->n_fast_files)
 		return true;
-	for (slot = 0; slot < pool->n_slots; slot++)
+	for (slot = begin; slot < end; slot++)
 		if (slot_resident(pool, slot))
 			WRITE_ONCE(pool->map[pool->owner[slot]], MOECACHE_NONE);
 	/* As in slot_unpublish(). */
 	smp_mb();
-	for (slot = 0; slot < pool->n_slots && !pinned; slot++)
+	for (slot = begin; slot < end && !pinned; slot++)
 		pinned = slot_resident(pool, slot) &&
 			 slot_fast_pinned(pool, slot);
 	if (!pinned)
 		return true;
-	for (slot = 0; slot < pool->n_slots; slot++)
+	for (slot = begin; slot < end; slot++)
 		if (slot_resident(pool, slot))
 			map_publish(pool, pool->owner[slot], slot);
 	return false;
 }
 
 /*
- * Frees every slot; the caller checked that none is pinned by ACQUIRE.
- * -EBUSY, with nothing changed, if one is fast-pinned.
+ * Frees every slot of a bank; the caller checked that none is pinned by
+ * ACQUIRE. -EBUSY, with nothing changed, if one is fast-pinned.
  */
-int pool_clear_residency(struct moecache_pool *pool)
+int bank_clear_residency(struct moecache_pool *pool, u32 bank)
 {
+	u32 begin = pool->banks[bank].slot_begin;
+	u32 end = begin + pool->banks[bank].layout.n_slots;
 	u32 slot, own;
 
 	lockdep_assert_held(&pool->lock);
 	map_write_begin(pool);
-	if (!pool_unpublish_all(pool)) {
+	if (!range_unpublish(pool, begin, end)) {
 		map_write_end(pool);
 		return -EBUSY;
 	}
-	for (slot = 0; slot < pool->n_slots; slot++) {
+	for (slot = begin; slot < end; slot++) {
 		own = pool->owner[slot];
 		if (own == MOECACHE_NONE)
 			continue;

@@ -72,8 +72,12 @@ void moecache_pool_owner(struct moecache_pool *pool,
 unsigned int moecache_owner_granted(const struct moecache_pool_owner *owner,
 				    const struct cred *cred);
 
-/* The same checks and effects as the ioctls. */
-int moecache_pool_create(const struct moecache_pool_create *req);
+/*
+ * The same checks and effects as the ioctls. banks: req->n_banks layouts
+ * in kernel memory (NULL when n_banks is 0); req->banks is not read.
+ */
+int moecache_pool_create(const struct moecache_pool_create *req,
+			 const struct moecache_bank_layout *banks);
 /*
  * may (NULL: moecache_pool_may_admin() of the current task, else -EPERM)
  * decides, under the pool-list mutex, whether the caller may destroy it.

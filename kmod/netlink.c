@@ -579,7 +579,7 @@ static int moecache_nl_pool_create(struct sk_buff *skb, struct genl_info *info)
 	req.mode = attrs[MOECACHE_A_MODE] ?
 		nla_get_u32(attrs[MOECACHE_A_MODE]) : 0600;
 
-	return moecache_pool_create(&req);
+	return moecache_pool_create(&req, NULL);
 }
 
 static int moecache_nl_pool_destroy(struct sk_buff *skb, struct genl_info *info)

@@ -62,6 +62,10 @@ unsigned int max_pool_files = 1024;
 module_param(max_pool_files, uint, 0644);
 MODULE_PARM_DESC(max_pool_files, "Most files attached to one pool, 4095 at most; ATTACH beyond it is EMFILE (default 1024)");
 
+unsigned int max_banks = 16;
+module_param(max_banks, uint, 0444);
+MODULE_PARM_DESC(max_banks, "Most banks (devices or tiers) in one pool, 64 at most (default 16)");
+
 /* The outer lock: see the lock order in core.h. */
 DEFINE_MUTEX(moecache_pools_lock);
 LIST_HEAD(moecache_pools);
@@ -124,8 +128,13 @@ static int pool_alloc_pages(struct moecache_pool *pool)
 
 static void pool_free(struct moecache_pool *pool)
 {
-	if (pool->bank)
-		fput(pool->bank);
+	u32 i;
+
+	for (i = 0; pool->banks && i < pool->n_banks; i++)
+		if (pool->banks[i].file)
+			fput(pool->banks[i].file);
+	kfree(pool->banks);
+	kvfree(pool->slot_bank);
 	pool_free_pages(pool);
 	vfree(pool->region);
 	kvfree(pool->estate);
@@ -147,7 +156,8 @@ static int pool_alloc_region(struct moecache_pool *pool)
 {
 	struct moecache_map_header *hdr;
 	size_t off = ALIGN(sizeof(*hdr), 64);
-	size_t map_off, owner_off, last_use_off, pins_off, access_off;
+	size_t map_off, owner_off, last_use_off, pins_off, access_off, bank_off;
+	struct moecache_pool_bank *b;
 	u32 i;
 
 	map_off = off;
@@ -159,7 +169,9 @@ static int pool_alloc_region(struct moecache_pool *pool)
 	pins_off = off;
 	off = ALIGN(off + (size_t)pool->n_slots * sizeof(u32), 64);
 	access_off = off;
-	off += (size_t)pool->n_idx * sizeof(u32);
+	off = ALIGN(off + (size_t)pool->n_idx * sizeof(u32), 64);
+	bank_off = off;
+	off += (size_t)pool->n_banks * sizeof(struct moecache_map_bank);
 	pool->region_size = PAGE_ALIGN(off);
 	/* The pins region's offset comes next. */
 	if (pool->region_size > MOECACHE_PINS_OFFSET)
@@ -175,6 +187,7 @@ static int pool_alloc_region(struct moecache_pool *pool)
 	pool->last_use = pool->region + last_use_off;
 	pool->pins = pool->region + pins_off;
 	pool->access = pool->region + access_off;
+	pool->map_banks = pool->region + bank_off;
 	for (i = 0; i < pool->n_idx; i++)
 		pool->map[i] = MOECACHE_NONE;
 	for (i = 0; i < pool->n_slots; i++)
@@ -193,6 +206,43 @@ static int pool_alloc_region(struct moecache_pool *pool)
 	hdr->last_use_off = last_use_off;
 	hdr->pins_off = pins_off;
 	hdr->access_off = access_off;
+	hdr->bank_off = bank_off;
+	hdr->n_banks = pool->n_banks;
+	for (i = 0; i < pool->n_banks; i++) {
+		b = &pool->banks[i];
+		pool->map_banks[i].slot_begin = b->slot_begin;
+		pool->map_banks[i].n_slots = b->layout.n_slots;
+		pool->map_banks[i].tier = b->layout.tier;
+		pool->map_banks[i].backend = b->layout.backend;
+		pool->map_banks[i].device = b->layout.device;
+	}
+	return 0;
+}
+
+/* The banks of a checked layout (n_banks 0: one bank of n_slots). */
+static int pool_alloc_banks(struct moecache_pool *pool,
+			    const struct moecache_pool_create *req,
+			    const struct moecache_bank_layout *layout)
+{
+	struct moecache_bank_layout one = { .n_slots = req->n_slots };
+	struct moecache_pool_bank *b;
+	u32 i, begin = 0;
+
+	pool->n_banks = req->n_banks ?: 1;
+	if (!req->n_banks)
+		layout = &one;
+	pool->banks = kcalloc(pool->n_banks, sizeof(*pool->banks),
+			      GFP_KERNEL_ACCOUNT);
+	pool->slot_bank = kvmalloc(pool->n_slots, GFP_KERNEL_ACCOUNT);
+	if (!pool->banks || !pool->slot_bank)
+		return -ENOMEM;
+	for (i = 0; i < pool->n_banks; i++) {
+		b = &pool->banks[i];
+		b->layout = layout[i];
+		b->slot_begin = begin;
+		memset(pool->slot_bank + begin, i, layout[i].n_slots);
+		begin += layout[i].n_slots;
+	}
 	return 0;
 }
 
@@ -242,14 +292,50 @@ struct moecache_pool *pool_find(const char *name)
 	return NULL;
 }
 
+/* max_banks within its cap; a layout of one bank is always allowed. */
+static u32 pool_max_banks(void)
+{
+	return clamp(READ_ONCE(max_banks), 1U, MOECACHE_BANKS_CAP);
+}
+
+/*
+ * Checks the banks of a creation request (docs/abi.md, "Banks"): each of
+ * at least one slot, their sum the pool's, tiers non-decreasing, no two on
+ * one named (backend, device).
+ */
+static int pool_layout_check(const struct moecache_pool_create *req,
+			     const struct moecache_bank_layout *b)
+{
+	u64 sum = 0;
+	u32 i, j;
+
+	if (!req->n_banks)
+		return 0;
+	if (req->n_banks > pool_max_banks())
+		return -E2BIG;
+	for (i = 0; i < req->n_banks; i++) {
+		if (!b[i].n_slots || b[i].flags || b[i].pad ||
+		    b[i].backend > MOECACHE_BACKEND_ROCM ||
+		    (i && b[i].tier < b[i - 1].tier))
+			return -EINVAL;
+		for (j = 0; j < i && b[i].backend != MOECACHE_BACKEND_NONE; j++)
+			if (b[j].backend == b[i].backend &&
+			    b[j].device == b[i].device)
+				return -EINVAL;
+		sum += b[i].n_slots;
+	}
+	return sum == req->n_slots ? 0 : -EINVAL;
+}
+
 /* Checks a creation request; *host_bytes gets the pool's host size. */
 static int pool_create_check(const struct moecache_pool_create *req,
+			     const struct moecache_bank_layout *banks,
 			     u64 *host_bytes)
 {
 	u64 n_idx, bytes;
+	int ret;
 
-	if (!name_valid(req->name) || req->flags || req->pad ||
-	    req->n_banks || req->pad2 || req->banks ||
+	if (!name_valid(req->name) || req->flags || req->pad || req->pad2 ||
 	    (req->mode & ~0777))
 		return -EINVAL;
 	if (!req->n_layers || req->n_layers > max_layers ||
@@ -267,11 +353,15 @@ static int pool_create_check(const struct moecache_pool_create *req,
 		return -EINVAL;
 	if (check_mul_overflow(n_idx, req->expert_bytes, &bytes))
 		return -EOVERFLOW;
+	ret = pool_layout_check(req, banks);
+	if (ret)
+		return ret;
 	*host_bytes = bytes;
 	return 0;
 }
 
-int moecache_pool_create(const struct moecache_pool_create *req)
+int moecache_pool_create(const struct moecache_pool_create *req,
+			 const struct moecache_bank_layout *banks)
 {
 	struct moecache_pool_owner owner;
 	struct moecache_pool *pool = NULL;
@@ -280,7 +370,7 @@ int moecache_pool_create(const struct moecache_pool_create *req)
 	kgid_t gid = make_kgid(current_user_ns(), req->gid);
 	int ret;
 
-	ret = pool_create_check(req, &host_bytes);
+	ret = pool_create_check(req, banks, &host_bytes);
 	if (ret)
 		return ret;
 	if (!uid_valid(uid) || !gid_valid(gid))
@@ -331,7 +421,9 @@ int moecache_pool_create(const struct moecache_pool_create *req)
 	INIT_LIST_HEAD(&pool->files);
 	pool->storm_start = jiffies;
 
-	ret = pool_alloc_state(pool);
+	ret = pool_alloc_banks(pool, req, banks);
+	if (!ret)
+		ret = pool_alloc_state(pool);
 	if (!ret)
 		ret = pool_alloc_region(pool);
 	if (!ret)
@@ -595,6 +687,7 @@ long ioc_get_info(struct moecache_pool *pool, struct moecache_file *mf,
 		.max_batch = max_batch,
 		.max_host_bytes = (u64)max_host_mb << 20,
 		.max_expert_bytes = (u64)max_expert_mb << 20,
+		.max_banks = pool_max_banks(),
 	};
 
 	mutex_lock(&moecache_pools_lock);
@@ -604,16 +697,35 @@ long ioc_get_info(struct moecache_pool *pool, struct moecache_file *mf,
 	return copy_to_user(argp, &info, sizeof(info)) ? -EFAULT : 0;
 }
 
+/*
+ * usize is the caller's struct size: MOECACHE_POOL_CREATE_SIZE_VER0 (ABI 2
+ * before banks: the fields past it read as zero, one bank) or at least
+ * ours (the dispatch checked the rest is zero).
+ */
 long ioc_pool_create(struct moecache_pool *pool, struct moecache_file *mf,
-		     void __user *argp)
+		     void __user *argp, unsigned int usize)
 {
-	struct moecache_pool_create req;
+	struct moecache_pool_create req = {};
+	struct moecache_bank_layout *banks = NULL;
+	long ret;
 
-	if (copy_from_user(&req, argp, sizeof(req)))
+	if (copy_from_user(&req, argp, min_t(size_t, usize, sizeof(req))))
 		return -EFAULT;
 	if (!file_may_create(mf))
 		return -EPERM;
-	return moecache_pool_create(&req);
+	if (req.n_banks > pool_max_banks())
+		return -E2BIG;
+	if (!req.n_banks != !req.banks)
+		return -EINVAL;
+	if (req.n_banks) {
+		banks = memdup_user(u64_to_user_ptr(req.banks),
+				    (size_t)req.n_banks * sizeof(*banks));
+		if (IS_ERR(banks))
+			return PTR_ERR(banks);
+	}
+	ret = moecache_pool_create(&req, banks);
+	kfree(banks);
+	return ret;
 }
 
 /* moecache_pool_fn: may the file's two parties (arg) destroy the pool? */

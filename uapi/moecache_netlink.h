@@ -34,9 +34,10 @@ enum moecache_nl_cmd {
 	MOECACHE_CMD_POOL_INFO,
 	/*
 	 * read permission: POOL_NAME [LAYER] -> STATS of the pool or of one
-	 * layer.
-	 * As a dump: POOL_NAME -> the pool's STATS, then one reply per layer
-	 * (each with LAYER).
+	 * layer; the pool's (no LAYER) also carries BANKS, each bank with its
+	 * BANK_A_STATS.
+	 * As a dump: POOL_NAME -> the pool's STATS and BANKS, then one reply
+	 * per layer (each with LAYER).
 	 */
 	MOECACHE_CMD_STATS,
 	/* CAP_SYS_ADMIN: creates a pool, as MOECACHE_IOC_POOL_CREATE */
@@ -81,6 +82,15 @@ enum moecache_nl_attr {
 	MOECACHE_A_EVENT,		/* u32 enum moecache_nl_event (event) */
 	MOECACHE_A_EXPERT,		/* u32 global expert id (event) */
 	MOECACHE_A_MISSES,		/* u32 misses in the last interval (event) */
+	/*
+	 * Nest of MOECACHE_BANKS_A_BANK, one per bank in index order. In
+	 * POOL_CREATE (optional; absent: one bank of N_SLOTS, tier 0): each
+	 * bank's TIER, N_SLOTS, and optionally BACKEND and DEVICE, as struct
+	 * moecache_bank_layout; N_SLOTS may then be left out (the sum). In the
+	 * pool attributes (POOL_LIST, POOL_INFO): every bank's layout. In the
+	 * pool's STATS reply: the layout and BANK_A_STATS.
+	 */
+	MOECACHE_A_BANKS,
 
 	__MOECACHE_A_MAX,
 };
@@ -115,6 +125,39 @@ enum moecache_nl_stats_attr {
 };
 
 #define MOECACHE_STATS_A_MAX (__MOECACHE_STATS_A_MAX - 1)
+
+/* Inside MOECACHE_A_BANKS: each entry is a nest of MOECACHE_BANK_A_*. */
+enum moecache_nl_banks_attr {
+	MOECACHE_BANKS_A_UNSPEC,
+	MOECACHE_BANKS_A_BANK,
+
+	__MOECACHE_BANKS_A_MAX,
+};
+
+#define MOECACHE_BANKS_A_MAX (__MOECACHE_BANKS_A_MAX - 1)
+
+/* One bank of a pool; "reply" attributes are refused in POOL_CREATE. */
+enum moecache_nl_bank_attr {
+	MOECACHE_BANK_A_UNSPEC,
+	MOECACHE_BANK_A_PAD,
+	MOECACHE_BANK_A_INDEX,		/* u32 (reply) */
+	MOECACHE_BANK_A_TIER,		/* u32, 0 the fastest */
+	MOECACHE_BANK_A_N_SLOTS,	/* u32 */
+	MOECACHE_BANK_A_BACKEND,	/* u32 enum moecache_backend; create: default NONE */
+	MOECACHE_BANK_A_DEVICE,		/* u32 the backend's ordinal; create: default 0 */
+	MOECACHE_BANK_A_SLOT_BEGIN,	/* u32 its first global slot (reply) */
+	MOECACHE_BANK_A_FLAGS,		/* u32 MOECACHE_MAP_BANK_* (reply) */
+	/*
+	 * Nest of MOECACHE_STATS_A_* (pool STATS reply): the bank's HITS,
+	 * PREFETCH_HITS, EVICTIONS, COMMITS, RESIDENT, FILLING, PINNED_SLOTS
+	 * and PINS, as MOECACHE_IOC_STATS with MOECACHE_STATS_BANK.
+	 */
+	MOECACHE_BANK_A_STATS,
+
+	__MOECACHE_BANK_A_MAX,
+};
+
+#define MOECACHE_BANK_A_MAX (__MOECACHE_BANK_A_MAX - 1)
 
 /*
  * Inside MOECACHE_STATS_A_WAIT_HIST: attribute MOECACHE_HIST_A_BUCKET + i

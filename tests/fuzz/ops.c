@@ -1983,6 +1983,7 @@ static void op_bank_get(struct fz_lane *l, struct fz_fd *f)
 	gate(&e, f, MOECACHE_ROLE_NONE, MOECACHE_ROLE_NONE);
 	fz_expect_err(&e, ENODATA);
 	memset(&req, 0x5a, sizeof(req));
+	req.index = 0; /* the fuzzed pools have one bank */
 	p = arg_ptr(l, &e, &req, sizeof(req), true, 8);
 	ret = xioctl(f->fd, MOECACHE_IOC_BANK_GET, p);
 	fz_trace(l, "BANK_GET fd %d -> %ld fd %d", f->fd, ret, ret == 0 ? req.fd : -1);

@@ -944,6 +944,7 @@ static const struct vm_suite *const vm_suites[] = {
     &vm_concurrency_suite,
     &vm_fastpins_suite,
     &vm_tenant_suite,
+    &vm_tiers_suite,
     /* Last: it ends with the module-unload check. */
     &vm_lifetime_suite,
 };

@@ -18,7 +18,10 @@
 
 #include "core.h"
 
-/* The agent is gone: nothing half-filled stays, its requests go back. */
+/*
+ * The agent is gone: nothing half-filled stays, its requests go back, and
+ * an expert it was moving stays where it was.
+ */
 void agent_detach(struct moecache_pool *pool)
 {
 	u32 slot, own, idx;
@@ -29,6 +32,10 @@ void agent_detach(struct moecache_pool *pool)
 		own = pool->owner[slot];
 		if (own == MOECACHE_NONE || !(own & MOECACHE_OWNER_FILLING))
 			continue;
+		if (test_bit(own & MOECACHE_OWNER_IDX_MASK, pool->moving)) {
+			move_cancel(pool, slot);
+			continue;
+		}
 		WRITE_ONCE(pool->owner[slot], MOECACHE_NONE);
 		pool->n_filling--;
 		request_requeue(pool, own & MOECACHE_OWNER_IDX_MASK);
@@ -51,7 +58,7 @@ long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,
 	       void __user *argp)
 {
 	struct moecache_evict req;
-	bool only_free, sample = false;
+	bool only_free, move, sample = false;
 	unsigned int every;
 	u32 idx = MOECACHE_NONE, own;
 	int ret = 0;
@@ -59,8 +66,10 @@ long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,
 	if (copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
 	only_free = req.layer == MOECACHE_NONE;
-	if (req.flags || req.slot >= pool->n_slots ||
-	    (only_free && req.expert != MOECACHE_NONE))
+	move = req.flags & MOECACHE_EVICT_MOVE;
+	if ((req.flags & ~MOECACHE_EVICT_FLAGS_ALL) ||
+	    req.slot >= pool->n_slots ||
+	    (only_free && (req.expert != MOECACHE_NONE || move)))
 		return -EINVAL;
 	if (!only_free) {
 		ret = check_target(pool, req.layer, req.expert, &idx);
@@ -73,13 +82,19 @@ long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,
 
 	spin_lock(&pool->lock);
 	own = pool->owner[req.slot];
+	/* Pinned, filling, the old slot of a move, or freed by one and read. */
 	if (pool->pins[req.slot] ||
-	    (own != MOECACHE_NONE && (own & MOECACHE_OWNER_FILLING))) {
+	    (own != MOECACHE_NONE && (own & MOECACHE_OWNER_FILLING)) ||
+	    (own != MOECACHE_NONE && test_bit(own, pool->moving)) ||
+	    (own == MOECACHE_NONE && !slot_reusable(pool, req.slot))) {
 		ret = -EBUSY;
 		goto out_unlock;
 	}
-	if (!only_free && (pool->estate[idx] == ES_RESIDENT ||
-			   pool->estate[idx] == ES_FILLING)) {
+	/* Only a MOVE takes a resident expert, once, to another slot. */
+	if (!only_free && (pool->estate[idx] == ES_FILLING ||
+			   (pool->estate[idx] == ES_RESIDENT &&
+			    (!move || test_bit(idx, pool->moving) ||
+			     pool->map[idx] == req.slot)))) {
 		ret = -EEXIST;
 		goto out_unlock;
 	}
@@ -101,11 +116,15 @@ long ioc_evict(struct moecache_pool *pool, struct moecache_file *mf,
 		sample = every && !(pool->evict_events % every);
 	}
 	if (!only_free) {
-		if (pool->estate[idx] == ES_QUEUED)
+		/* A move: the expert stays resident, and readable, meanwhile. */
+		if (pool->estate[idx] == ES_RESIDENT)
+			__set_bit(idx, pool->moving);
+		else if (pool->estate[idx] == ES_QUEUED)
 			request_dequeue(pool, idx);
 		else if (pool->estate[idx] == ES_INFLIGHT)
 			pool->n_inflight--;
-		pool->estate[idx] = ES_FILLING;
+		if (pool->estate[idx] != ES_RESIDENT)
+			pool->estate[idx] = ES_FILLING;
 		WRITE_ONCE(pool->owner[req.slot], MOECACHE_OWNER_FILLING | idx);
 		pool->n_filling++;
 	}
@@ -175,11 +194,39 @@ static bool fills_match(struct moecache_pool *pool,
 	return true;
 }
 
+/*
+ * Publishes the new slot of a move and frees the old one, in the caller's
+ * seq write: a reader sees the expert in one slot or the other, never in
+ * both and never in none. The old slot's pins stay with it: EVICT takes
+ * it only once they are gone (SF_MOVED for the fast ones).
+ */
+static void move_commit(struct moecache_pool *pool, u32 idx, u32 slot)
+{
+	u32 old = pool->map[idx];
+
+	lockdep_assert_held(&pool->lock);
+	WRITE_ONCE(pool->owner[slot], idx);
+	/* A move is not a use: the expert keeps its stamp and its flags. */
+	WRITE_ONCE(pool->last_use[slot], pool->last_use[old]);
+	pool->slot_flags[slot] = pool->slot_flags[old];
+	map_publish(pool, idx, slot);
+	WRITE_ONCE(pool->owner[old], MOECACHE_NONE);
+	pool->slot_flags[old] = SF_MOVED;
+	__clear_bit(idx, pool->moving);
+	pool->n_filling--;
+	pool_count(pool, idx, C_COMMITS, 1);
+	pool_count(pool, idx, C_BYTES_COPIED, pool->expert_bytes);
+	/* The bank it left counts an eviction, the pool none. */
+	bank_count(pool, old, C_EVICTIONS, 1);
+	bank_count(pool, slot, C_COMMITS, 1);
+}
+
 long ioc_commit(struct moecache_pool *pool, struct moecache_file *mf,
 		void __user *argp)
 {
 	struct moecache_fill_batch b;
 	struct moecache_fill *f;
+	bool moved = false;
 	u32 i, idx, slot;
 	u64 clock;
 	int ret = 0;
@@ -200,6 +247,11 @@ long ioc_commit(struct moecache_pool *pool, struct moecache_file *mf,
 	for (i = 0; i < b.count; i++) {
 		idx = pool_idx(pool, f[i].layer, f[i].expert);
 		slot = f[i].slot;
+		if (test_bit(idx, pool->moving)) {
+			move_commit(pool, idx, slot);
+			moved = true;
+			continue;
+		}
 		WRITE_ONCE(pool->owner[slot], idx);
 		WRITE_ONCE(pool->last_use[slot], clock);
 		pool->slot_flags[slot] = (f[i].flags & MOECACHE_FILL_PREFETCH) ?
@@ -210,8 +262,11 @@ long ioc_commit(struct moecache_pool *pool, struct moecache_file *mf,
 		pool->n_resident++;
 		request_done(pool, idx);
 		pool_count(pool, idx, C_COMMITS, 1);
+		bank_count(pool, slot, C_COMMITS, 1);
 		pool_count(pool, idx, C_BYTES_COPIED, pool->expert_bytes);
 	}
+	if (moved)
+		smp_mb(); /* map[] before the next reader of fast pins: slot_reusable() */
 	map_write_end(pool);
 	spin_unlock(&pool->lock);
 	wake_up_all(&pool->client_wq);
@@ -258,6 +313,11 @@ long ioc_abort(struct moecache_pool *pool, struct moecache_file *mf,
 				requeued = true;
 				continue;
 			}
+		} else if (test_bit(idx, pool->moving)) {
+			/* The expert stays where it was. */
+			move_cancel(pool, f[i].slot);
+			pool_count(pool, idx, C_ABORTS, 1);
+			continue;
 		} else {
 			WRITE_ONCE(pool->owner[f[i].slot], MOECACHE_NONE);
 			pool->n_filling--;

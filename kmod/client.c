@@ -488,8 +488,10 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 		if (pool->estate[idx] == ES_RESIDENT) {
 			slot = pool->map[idx];
 			pin_slot(pool, mf, slot, clock);
+			bank_count(pool, slot, C_HITS, 1);
 			if (pool->slot_flags[slot] & SF_PREFETCHED) {
 				pool->slot_flags[slot] &= ~SF_PREFETCHED;
+				bank_count(pool, slot, C_PREFETCH_HITS, 1);
 				prefetch_hits++;
 			}
 			ac.slots.ids[i] = slot;
@@ -628,9 +630,11 @@ long ioc_report(struct moecache_pool *pool, struct moecache_file *mf,
 			continue;
 		slot = pool->map[idx];
 		WRITE_ONCE(pool->last_use[slot], clock);
+		bank_count(pool, slot, C_HITS, 1);
 		if (pool->slot_flags[slot] & SF_PREFETCHED) {
 			pool->slot_flags[slot] &= ~SF_PREFETCHED;
 			layer_count(pool, acc[i].layer, C_PREFETCH_HITS, 1);
+			bank_count(pool, slot, C_PREFETCH_HITS, 1);
 		}
 	}
 	spin_unlock(&pool->lock);

@@ -80,8 +80,6 @@ extern unsigned int max_banks;
  */
 #define MOECACHE_FILE_PINS_CAP	BIT(20)
 #define MOECACHE_POOL_FILES_CAP	4095U
-/* Cap on max_banks: a slot's bank is a u8, the netlink replies stay small. */
-#define MOECACHE_BANKS_CAP	64U
 /* The regions' places in the mmap offset space: map at 0, then these. */
 #define MOECACHE_PINS_OFFSET	BIT_ULL(31)
 #define MOECACHE_HOST_OFFSET	BIT_ULL(32)
@@ -101,6 +99,7 @@ enum moecache_estate {
 
 /* slot_flags */
 #define SF_PREFETCHED	BIT(0)	/* filled by a prefetch, not acquired since */
+#define SF_MOVED	BIT(1)	/* freed by a move: fast pins may remain */
 
 enum moecache_counter {
 	C_HITS,
@@ -174,6 +173,11 @@ struct moecache_pool {
 	u32 *fail_gen;			/* fail_counter at its last abort */
 	u32 fail_counter;
 	struct list_head *qnode;	/* per idx, on queue while ES_QUEUED */
+	/*
+	 * Per idx: resident and the target of an EVICT_MOVE, whose new slot
+	 * is FILLING while map[] still names the old one.
+	 */
+	unsigned long *moving;
 	struct list_head queue;
 	struct list_head waiters;	/* ACQUIRE|WAITs asleep, oldest first */
 	u8 *slot_flags;
@@ -351,6 +355,8 @@ void pool_event(struct moecache_pool *pool, enum moecache_event ev, u32 arg0,
 /* map.c */
 bool slot_unpublish(struct moecache_pool *pool, u32 slot);
 void slot_unmap(struct moecache_pool *pool, u32 slot);
+bool slot_reusable(struct moecache_pool *pool, u32 slot);
+void move_cancel(struct moecache_pool *pool, u32 slot);
 int bank_clear_residency(struct moecache_pool *pool, u32 bank);
 
 /* client.c */

@@ -254,9 +254,12 @@ static long ioc_stats(struct moecache_pool *pool, struct moecache_file *mf,
 
 	if (copy_from_user(&st, argp, sizeof(st)))
 		return -EFAULT;
-	if (st.flags)
+	if (st.flags & ~MOECACHE_STATS_FLAGS_ALL)
 		return -EINVAL;
-	ret = moecache_pool_stats(pool, st.layer, &st);
+	if (st.flags & MOECACHE_STATS_BANK)
+		ret = moecache_pool_bank_stats(pool, st.layer, st.bank, &st);
+	else
+		ret = moecache_pool_stats(pool, st.layer, &st);
 	if (ret)
 		return ret;
 	return copy_to_user(argp, &st, sizeof(st)) ? -EFAULT : 0;

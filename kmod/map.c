@@ -61,6 +61,44 @@ void slot_unmap(struct moecache_pool *pool, u32 slot)
 	pool->slot_flags[slot] = 0;
 	pool->n_resident--;
 	pool_count(pool, idx, C_EVICTIONS, 1);
+	bank_count(pool, slot, C_EVICTIONS, 1);
+}
+
+/*
+ * May a free slot be taken? Not while a fast pin taken before the COMMIT
+ * of a move that freed it is held (SF_MOVED): the pinner read map[] when
+ * it still named the slot, and reads the slot until it lets go. Pins
+ * taken later fail their re-read of map[] and are put back.
+ */
+bool slot_reusable(struct moecache_pool *pool, u32 slot)
+{
+	lockdep_assert_held(&pool->lock);
+	if (!(pool->slot_flags[slot] & SF_MOVED))
+		return true;
+	/*
+	 * The COMMIT stored map[] and a full barrier before it let the lock
+	 * go; with this one, a pin whose re-read missed that store is seen.
+	 */
+	smp_mb();
+	if (pool->n_fast_files && slot_fast_pinned(pool, slot))
+		return false;
+	pool->slot_flags[slot] &= ~SF_MOVED;
+	return true;
+}
+
+/*
+ * Drops the new slot of a move (FILLING, its expert resident elsewhere):
+ * the expert stays where it is. The caller holds the seq write side.
+ */
+void move_cancel(struct moecache_pool *pool, u32 slot)
+{
+	u32 idx = pool->owner[slot] & MOECACHE_OWNER_IDX_MASK;
+
+	lockdep_assert_held(&pool->lock);
+	WARN_ON_ONCE(!test_bit(idx, pool->moving));
+	WRITE_ONCE(pool->owner[slot], MOECACHE_NONE);
+	pool->n_filling--;
+	__clear_bit(idx, pool->moving);
 }
 
 int moecache_pool_flush(struct moecache_pool *pool)
@@ -73,7 +111,8 @@ int moecache_pool_flush(struct moecache_pool *pool)
 	for (slot = 0; slot < pool->n_slots; slot++) {
 		own = pool->owner[slot];
 		if (own == MOECACHE_NONE || (own & MOECACHE_OWNER_FILLING) ||
-		    pool->pins[slot] || !slot_unpublish(pool, slot))
+		    pool->pins[slot] || test_bit(own, pool->moving) ||
+		    !slot_unpublish(pool, slot))
 			continue;
 		slot_unmap(pool, slot);
 		freed++;
@@ -107,7 +146,8 @@ static bool range_unpublish(struct moecache_pool *pool, u32 begin, u32 end)
 	/* As in slot_unpublish(). */
 	smp_mb();
 	for (slot = begin; slot < end && !pinned; slot++)
-		pinned = slot_resident(pool, slot) &&
+		pinned = (slot_resident(pool, slot) ||
+			  (pool->slot_flags[slot] & SF_MOVED)) &&
 			 slot_fast_pinned(pool, slot);
 	if (!pinned)
 		return true;
@@ -117,15 +157,32 @@ static bool range_unpublish(struct moecache_pool *pool, u32 begin, u32 end)
 	return false;
 }
 
+/* A resident expert leaves: its move to another slot, if any, is off. */
+static void move_cancel_of(struct moecache_pool *pool, u32 idx)
+{
+	u32 slot;
+
+	lockdep_assert_held(&pool->lock);
+	if (!test_bit(idx, pool->moving))
+		return;
+	for (slot = 0; slot < pool->n_slots; slot++)
+		if (pool->owner[slot] == (MOECACHE_OWNER_FILLING | idx)) {
+			move_cancel(pool, slot);
+			return;
+		}
+}
+
 /*
  * Frees every slot of a bank; the caller checked that none is pinned by
- * ACQUIRE. -EBUSY, with nothing changed, if one is fast-pinned.
+ * ACQUIRE. -EBUSY, with nothing changed, if one is fast-pinned. Moves
+ * into or out of the bank are dropped: their experts stay where they
+ * were, or go if that was this bank.
  */
 int bank_clear_residency(struct moecache_pool *pool, u32 bank)
 {
 	u32 begin = pool->banks[bank].slot_begin;
 	u32 end = begin + pool->banks[bank].layout.n_slots;
-	u32 slot, own;
+	u32 slot, own, idx;
 
 	lockdep_assert_held(&pool->lock);
 	map_write_begin(pool);
@@ -135,14 +192,18 @@ int bank_clear_residency(struct moecache_pool *pool, u32 bank)
 	}
 	for (slot = begin; slot < end; slot++) {
 		own = pool->owner[slot];
-		if (own == MOECACHE_NONE)
-			continue;
-		if (own & MOECACHE_OWNER_FILLING) {
+		idx = own & MOECACHE_OWNER_IDX_MASK;
+		if (own == MOECACHE_NONE) {
+			pool->slot_flags[slot] = 0;
+		} else if (!(own & MOECACHE_OWNER_FILLING)) {
+			move_cancel_of(pool, idx);
+			slot_unmap(pool, slot);
+		} else if (test_bit(idx, pool->moving)) {
+			move_cancel(pool, slot);
+		} else {
 			WRITE_ONCE(pool->owner[slot], MOECACHE_NONE);
 			pool->n_filling--;
-			request_requeue(pool, own & MOECACHE_OWNER_IDX_MASK);
-		} else {
-			slot_unmap(pool, slot);
+			request_requeue(pool, idx);
 		}
 	}
 	map_write_end(pool);

@@ -14,6 +14,9 @@
 
 struct moecache_pool;
 
+/* Cap on the module parameter max_banks (kmod/pool.c). */
+#define MOECACHE_BANKS_CAP	64U
+
 /* A visitor of pools; a non-zero return stops the walk. */
 typedef int (*moecache_pool_fn)(struct moecache_pool *pool, void *arg);
 
@@ -34,6 +37,29 @@ struct moecache_pool_desc {
 	u32 n_files;		/* attached files */
 	u32 agent_pid;		/* in the describing task's pid namespace */
 	u32 agent_epoch;
+	u32 n_banks;
+};
+
+/*
+ * One bank of a pool: its layout and the map's entry for it, its slots'
+ * state and its counters (as MOECACHE_IOC_STATS with MOECACHE_STATS_BANK).
+ */
+struct moecache_bank_desc {
+	u32 index;
+	u32 tier;
+	u32 slot_begin;
+	u32 n_slots;
+	u32 backend;
+	u32 device;
+	u32 flags;		/* MOECACHE_MAP_BANK_* */
+	u32 resident;
+	u32 filling;
+	u32 pinned_slots;
+	u32 pins;
+	u64 hits;
+	u64 prefetch_hits;
+	u64 evictions;
+	u64 commits;
 };
 
 /*
@@ -52,6 +78,15 @@ void moecache_pool_describe(struct moecache_pool *pool,
 /* layer MOECACHE_NONE for the whole pool; -EINVAL if out of range */
 int moecache_pool_stats(struct moecache_pool *pool, u32 layer,
 			struct moecache_stats *st);
+/*
+ * The pool's stats with bank's counters and slot state in place of the
+ * pool's (MOECACHE_STATS_BANK); -EINVAL for a layer or past the banks.
+ */
+int moecache_pool_bank_stats(struct moecache_pool *pool, u32 layer, u32 bank,
+			     struct moecache_stats *st);
+/* Bank `bank` of the pool; -EINVAL past its banks. */
+int moecache_pool_bank(struct moecache_pool *pool, u32 bank,
+		       struct moecache_bank_desc *desc);
 
 /* May the current task administer the pool (CAP_SYS_ADMIN or owner)? */
 bool moecache_pool_may_admin(struct moecache_pool *pool);

@@ -31,7 +31,10 @@
  *
  * No pool lock is held while a message is allocated: pool data is copied
  * out under the core's pool-list mutex, and messages are built afterwards,
- * except in dumps, which fill the skb the netlink core handed them.
+ * except in dumps, which fill the skb the netlink core handed them, and
+ * for the banks of a pool, which a reply takes one by one from the core
+ * under that mutex into a message allocated before (room for
+ * MOECACHE_BANKS_CAP banks).
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
@@ -103,6 +106,14 @@ static const struct nla_policy moecache_nl_stats_policy[MOECACHE_A_MAX + 1] = {
 	[MOECACHE_A_LAYER]		= { .type = NLA_U32 },
 };
 
+/* One bank of POOL_CREATE: its layout; the reply-only attributes are refused. */
+static const struct nla_policy moecache_nl_bank_policy[MOECACHE_BANK_A_MAX + 1] = {
+	[MOECACHE_BANK_A_TIER]		= { .type = NLA_U32 },
+	[MOECACHE_BANK_A_N_SLOTS]	= NLA_POLICY_MIN(NLA_U32, 1),
+	[MOECACHE_BANK_A_BACKEND]	= NLA_POLICY_MAX(NLA_U32, MOECACHE_BACKEND_ROCM),
+	[MOECACHE_BANK_A_DEVICE]	= { .type = NLA_U32 },
+};
+
 /* Ranges beyond these are the core's to check, as for the ioctl. */
 static const struct nla_policy moecache_nl_create_policy[MOECACHE_A_MAX + 1] = {
 	[MOECACHE_A_POOL_NAME]		= MOECACHE_NL_NAME_POLICY,
@@ -115,6 +126,8 @@ static const struct nla_policy moecache_nl_create_policy[MOECACHE_A_MAX + 1] = {
 	[MOECACHE_A_UID]		= { .type = NLA_U32 },
 	[MOECACHE_A_GID]		= { .type = NLA_U32 },
 	[MOECACHE_A_MODE]		= NLA_POLICY_MAX(NLA_U32, 0777),
+	[MOECACHE_A_BANKS]		=
+		NLA_POLICY_NESTED_ARRAY(moecache_nl_bank_policy),
 };
 
 static struct genl_family moecache_nl_family;
@@ -218,6 +231,75 @@ static int moecache_nl_put_pool(struct sk_buff *skb,
 	return 0;
 }
 
+/* Room in a message for the banks of any pool, with their stats. */
+static size_t moecache_nl_banks_size(void)
+{
+	size_t bank = 2 * nla_total_size(0) + 11 * nla_total_size(sizeof(u32)) +
+		      4 * nla_total_size_64bit(sizeof(u64));
+
+	return nla_total_size(0) + MOECACHE_BANKS_CAP * bank;
+}
+
+static int moecache_nl_put_bank_stats(struct sk_buff *skb,
+				      const struct moecache_bank_desc *d)
+{
+	struct nlattr *nest = nla_nest_start(skb, MOECACHE_BANK_A_STATS);
+
+	if (!nest)
+		return -EMSGSIZE;
+	if (nla_put_u64_64bit(skb, MOECACHE_STATS_A_HITS, d->hits,
+			      MOECACHE_STATS_A_PAD) ||
+	    nla_put_u64_64bit(skb, MOECACHE_STATS_A_PREFETCH_HITS,
+			      d->prefetch_hits, MOECACHE_STATS_A_PAD) ||
+	    nla_put_u64_64bit(skb, MOECACHE_STATS_A_EVICTIONS, d->evictions,
+			      MOECACHE_STATS_A_PAD) ||
+	    nla_put_u64_64bit(skb, MOECACHE_STATS_A_COMMITS, d->commits,
+			      MOECACHE_STATS_A_PAD) ||
+	    nla_put_u32(skb, MOECACHE_STATS_A_RESIDENT, d->resident) ||
+	    nla_put_u32(skb, MOECACHE_STATS_A_FILLING, d->filling) ||
+	    nla_put_u32(skb, MOECACHE_STATS_A_PINNED_SLOTS, d->pinned_slots) ||
+	    nla_put_u32(skb, MOECACHE_STATS_A_PINS, d->pins)) {
+		nla_nest_cancel(skb, nest);
+		return -EMSGSIZE;
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
+/*
+ * MOECACHE_A_BANKS: each bank's layout, and its stats if asked. Called
+ * under the pool-list mutex (the pool cannot go).
+ */
+static int moecache_nl_put_banks(struct sk_buff *skb,
+				 struct moecache_pool *pool, bool stats)
+{
+	struct moecache_bank_desc d;
+	struct nlattr *banks, *bank;
+	u32 i;
+
+	banks = nla_nest_start(skb, MOECACHE_A_BANKS);
+	if (!banks)
+		return -EMSGSIZE;
+	for (i = 0; !moecache_pool_bank(pool, i, &d); i++) {
+		bank = nla_nest_start(skb, MOECACHE_BANKS_A_BANK);
+		if (!bank ||
+		    nla_put_u32(skb, MOECACHE_BANK_A_INDEX, d.index) ||
+		    nla_put_u32(skb, MOECACHE_BANK_A_TIER, d.tier) ||
+		    nla_put_u32(skb, MOECACHE_BANK_A_N_SLOTS, d.n_slots) ||
+		    nla_put_u32(skb, MOECACHE_BANK_A_BACKEND, d.backend) ||
+		    nla_put_u32(skb, MOECACHE_BANK_A_DEVICE, d.device) ||
+		    nla_put_u32(skb, MOECACHE_BANK_A_SLOT_BEGIN, d.slot_begin) ||
+		    nla_put_u32(skb, MOECACHE_BANK_A_FLAGS, d.flags) ||
+		    (stats && moecache_nl_put_bank_stats(skb, &d))) {
+			nla_nest_cancel(skb, banks);
+			return -EMSGSIZE;
+		}
+		nla_nest_end(skb, bank);
+	}
+	nla_nest_end(skb, banks);
+	return 0;
+}
+
 static int moecache_nl_put_hist(struct sk_buff *skb,
 				const struct moecache_stats *st)
 {
@@ -291,9 +373,13 @@ cancel:
 	return -EMSGSIZE;
 }
 
-/* One STATS message: the pool name, the layer (absent for the pool), stats. */
+/*
+ * One STATS message: the pool name, the layer (absent for the pool),
+ * stats, and for the pool its banks with theirs (under the pool-list mutex).
+ */
 static int moecache_nl_fill_stats(struct sk_buff *skb, u32 portid, u32 seq,
-				  int flags, const char *name, u32 layer,
+				  int flags, struct moecache_pool *pool,
+				  const char *name, u32 layer,
 				  const struct moecache_stats *st)
 {
 	void *hdr;
@@ -305,7 +391,8 @@ static int moecache_nl_fill_stats(struct sk_buff *skb, u32 portid, u32 seq,
 	if (nla_put_string(skb, MOECACHE_A_POOL_NAME, name) ||
 	    (layer != MOECACHE_NONE &&
 	     nla_put_u32(skb, MOECACHE_A_LAYER, layer)) ||
-	    moecache_nl_put_stats(skb, st)) {
+	    moecache_nl_put_stats(skb, st) ||
+	    (layer == MOECACHE_NONE && moecache_nl_put_banks(skb, pool, true))) {
 		genlmsg_cancel(skb, hdr);
 		return -EMSGSIZE;
 	}
@@ -316,8 +403,10 @@ static int moecache_nl_fill_stats(struct sk_buff *skb, u32 portid, u32 seq,
 struct moecache_nl_info_req {
 	struct moecache_nl_caller caller;
 	struct moecache_pool_desc desc;
+	struct sk_buff *msg;
 };
 
+/* Fills the reply, allocated beforehand, with the pool and its banks. */
 static int moecache_nl_describe(struct moecache_pool *pool, void *arg)
 {
 	struct moecache_nl_info_req *req = arg;
@@ -327,6 +416,9 @@ static int moecache_nl_describe(struct moecache_pool *pool, void *arg)
 	if (err)
 		return err;
 	moecache_pool_describe(pool, &req->desc);
+	if (moecache_nl_put_pool(req->msg, &req->desc) ||
+	    moecache_nl_put_banks(req->msg, pool, false))
+		return -EMSGSIZE;
 	return 0;
 }
 
@@ -334,7 +426,6 @@ static int moecache_nl_pool_info(struct sk_buff *skb, struct genl_info *info)
 {
 	struct moecache_nl_info_req req = {};
 	char name[MOECACHE_NAME_LEN];
-	struct sk_buff *msg;
 	void *hdr;
 	int err;
 
@@ -342,23 +433,22 @@ static int moecache_nl_pool_info(struct sk_buff *skb, struct genl_info *info)
 	if (err)
 		return err;
 	moecache_nl_caller_of(skb, &req.caller);
-	err = moecache_with_pool(name, moecache_nl_describe, &req);
+	req.msg = genlmsg_new(NLMSG_DEFAULT_SIZE + moecache_nl_banks_size(),
+			      GFP_KERNEL);
+	if (!req.msg)
+		return -ENOMEM;
+	hdr = genlmsg_put_reply(req.msg, info, &moecache_nl_family, 0,
+				MOECACHE_CMD_POOL_INFO);
+	err = hdr ? moecache_with_pool(name, moecache_nl_describe, &req) :
+		    -EMSGSIZE;
 	if (err == -EACCES)
 		GENL_SET_ERR_MSG(info, "no read permission on the pool");
-	if (err)
+	if (err) {
+		nlmsg_free(req.msg);
 		return err;
-
-	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
-	if (!msg)
-		return -ENOMEM;
-	hdr = genlmsg_put_reply(msg, info, &moecache_nl_family, 0,
-				MOECACHE_CMD_POOL_INFO);
-	if (!hdr || moecache_nl_put_pool(msg, &req.desc)) {
-		nlmsg_free(msg);
-		return -EMSGSIZE;
 	}
-	genlmsg_end(msg, hdr);
-	return genlmsg_reply(msg, info);
+	genlmsg_end(req.msg, hdr);
+	return genlmsg_reply(req.msg, info);
 }
 
 struct moecache_nl_dump {
@@ -384,7 +474,8 @@ static int moecache_nl_list_one(struct moecache_pool *pool, void *arg)
 			  MOECACHE_CMD_POOL_LIST);
 	if (!hdr)
 		return -EMSGSIZE;
-	if (moecache_nl_put_pool(dump->skb, &desc)) {
+	if (moecache_nl_put_pool(dump->skb, &desc) ||
+	    moecache_nl_put_banks(dump->skb, pool, false)) {
 		genlmsg_cancel(dump->skb, hdr);
 		return -EMSGSIZE;
 	}
@@ -414,24 +505,32 @@ struct moecache_nl_stats_req {
 	struct moecache_nl_caller caller;
 	u32 layer;
 	struct moecache_stats st;
+	struct sk_buff *msg;
+	const char *name;
+	u32 portid;
+	u32 seq;
 };
 
+/* Fills the reply, allocated beforehand. */
 static int moecache_nl_read_stats(struct moecache_pool *pool, void *arg)
 {
 	struct moecache_nl_stats_req *req = arg;
 	int err;
 
 	err = moecache_nl_check_read(pool, &req->caller);
-	if (err)
-		return err;
-	return moecache_pool_stats(pool, req->layer, &req->st);
+	if (!err)
+		err = moecache_pool_stats(pool, req->layer, &req->st);
+	if (!err)
+		err = moecache_nl_fill_stats(req->msg, req->portid, req->seq, 0,
+					     pool, req->name, req->layer,
+					     &req->st);
+	return err;
 }
 
 static int moecache_nl_stats(struct sk_buff *skb, struct genl_info *info)
 {
 	struct moecache_nl_stats_req *req;
 	char name[MOECACHE_NAME_LEN];
-	struct sk_buff *msg;
 	int err;
 
 	err = moecache_nl_get_name(info, name);
@@ -444,27 +543,25 @@ static int moecache_nl_stats(struct sk_buff *skb, struct genl_info *info)
 	req->layer = MOECACHE_NONE;
 	if (info->attrs[MOECACHE_A_LAYER])
 		req->layer = nla_get_u32(info->attrs[MOECACHE_A_LAYER]);
+	req->name = name;
+	req->portid = info->snd_portid;
+	req->seq = info->snd_seq;
+	req->msg = genlmsg_new(NLMSG_DEFAULT_SIZE + moecache_nl_banks_size(),
+			       GFP_KERNEL);
+	if (!req->msg) {
+		err = -ENOMEM;
+		goto out;
+	}
 	err = moecache_with_pool(name, moecache_nl_read_stats, req);
 	if (err) {
 		if (err == -EINVAL)
 			GENL_SET_ERR_MSG(info, "layer out of range");
 		else if (err == -EACCES)
 			GENL_SET_ERR_MSG(info, "no read permission on the pool");
+		nlmsg_free(req->msg);
 		goto out;
 	}
-
-	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
-	if (!msg) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = moecache_nl_fill_stats(msg, info->snd_portid, info->snd_seq, 0,
-				     name, req->layer, &req->st);
-	if (err) {
-		nlmsg_free(msg);
-		goto out;
-	}
-	err = genlmsg_reply(msg, info);
+	err = genlmsg_reply(req->msg, info);
 out:
 	kfree(req);
 	return err;
@@ -522,7 +619,7 @@ static int moecache_nl_stats_dump_pool(struct moecache_pool *pool, void *arg)
 		err = moecache_nl_fill_stats(dump->skb,
 					     NETLINK_CB(cb->skb).portid,
 					     cb->nlh->nlmsg_seq, NLM_F_MULTI,
-					     desc.name, layer, &st);
+					     pool, desc.name, layer, &st);
 		if (err)
 			return err;
 		dump->emitted++;
@@ -546,10 +643,80 @@ static int moecache_nl_stats_dump(struct sk_buff *skb,
 	return skb->len;
 }
 
+/*
+ * MOECACHE_A_BANKS of POOL_CREATE into layouts (each entry checked by
+ * moecache_nl_bank_policy); *banks is NULL when there is none, and
+ * req->n_slots their sum if the request left it out.
+ */
+static int moecache_nl_get_banks(struct genl_info *info,
+				 struct moecache_pool_create *req,
+				 struct moecache_bank_layout **banks)
+{
+	struct nlattr *tb[MOECACHE_BANK_A_MAX + 1];
+	struct nlattr *list = info->attrs[MOECACHE_A_BANKS], *entry;
+	struct moecache_bank_layout *b;
+	u32 n = 0, sum = 0;
+	int rem, err;
+
+	*banks = NULL;
+	if (!list)
+		return 0;
+	nla_for_each_nested(entry, list, rem) {
+		if (nla_type(entry) != MOECACHE_BANKS_A_BANK) {
+			NL_SET_ERR_MSG_ATTR(info->extack, entry,
+					    "BANKS holds BANK entries only");
+			return -EINVAL;
+		}
+		n++;
+	}
+	if (!n) {
+		NL_SET_ERR_MSG_ATTR(info->extack, list, "no bank");
+		return -EINVAL;
+	}
+	if (n > MOECACHE_BANKS_CAP) {
+		NL_SET_ERR_MSG_ATTR(info->extack, list, "more banks than max_banks");
+		return -E2BIG;
+	}
+	b = kcalloc(n, sizeof(*b), GFP_KERNEL);
+	if (!b)
+		return -ENOMEM;
+	n = 0;
+	nla_for_each_nested(entry, list, rem) {
+		err = nla_parse_nested(tb, MOECACHE_BANK_A_MAX, entry,
+				       moecache_nl_bank_policy, info->extack);
+		if (!err && (!tb[MOECACHE_BANK_A_TIER] ||
+			     !tb[MOECACHE_BANK_A_N_SLOTS])) {
+			NL_SET_ERR_MSG_ATTR(info->extack, entry,
+					    "a bank needs TIER and N_SLOTS");
+			err = -EINVAL;
+		}
+		if (err) {
+			kfree(b);
+			return err;
+		}
+		b[n].tier = nla_get_u32(tb[MOECACHE_BANK_A_TIER]);
+		b[n].n_slots = nla_get_u32(tb[MOECACHE_BANK_A_N_SLOTS]);
+		if (tb[MOECACHE_BANK_A_BACKEND])
+			b[n].backend = nla_get_u32(tb[MOECACHE_BANK_A_BACKEND]);
+		if (tb[MOECACHE_BANK_A_DEVICE])
+			b[n].device = nla_get_u32(tb[MOECACHE_BANK_A_DEVICE]);
+		/* Saturated: the core refuses a sum past max_slots. */
+		sum = min_t(u64, (u64)sum + b[n].n_slots, U32_MAX);
+		n++;
+	}
+	req->n_banks = n;
+	if (!info->attrs[MOECACHE_A_N_SLOTS])
+		req->n_slots = sum;
+	*banks = b;
+	return 0;
+}
+
 static int moecache_nl_pool_create(struct sk_buff *skb, struct genl_info *info)
 {
 	struct nlattr **attrs = info->attrs;
 	struct moecache_pool_create req = {};
+	struct moecache_bank_layout *banks;
+	int err;
 
 	/* The ioctl's rule, checked on the socket's opener too. */
 	if (!netlink_capable(skb, CAP_SYS_ADMIN))
@@ -557,14 +724,16 @@ static int moecache_nl_pool_create(struct sk_buff *skb, struct genl_info *info)
 	if (GENL_REQ_ATTR_CHECK(info, MOECACHE_A_POOL_NAME) ||
 	    GENL_REQ_ATTR_CHECK(info, MOECACHE_A_N_LAYERS) ||
 	    GENL_REQ_ATTR_CHECK(info, MOECACHE_A_N_EXPERTS) ||
-	    GENL_REQ_ATTR_CHECK(info, MOECACHE_A_N_SLOTS) ||
+	    (!attrs[MOECACHE_A_BANKS] &&
+	     GENL_REQ_ATTR_CHECK(info, MOECACHE_A_N_SLOTS)) ||
 	    GENL_REQ_ATTR_CHECK(info, MOECACHE_A_EXPERT_BYTES))
 		return -EINVAL;
 
 	nla_strscpy(req.name, attrs[MOECACHE_A_POOL_NAME], sizeof(req.name));
 	req.n_layers = nla_get_u32(attrs[MOECACHE_A_N_LAYERS]);
 	req.n_experts = nla_get_u32(attrs[MOECACHE_A_N_EXPERTS]);
-	req.n_slots = nla_get_u32(attrs[MOECACHE_A_N_SLOTS]);
+	if (attrs[MOECACHE_A_N_SLOTS])
+		req.n_slots = nla_get_u32(attrs[MOECACHE_A_N_SLOTS]);
 	req.expert_bytes = nla_get_u64(attrs[MOECACHE_A_EXPERT_BYTES]);
 	req.expert_begin = attrs[MOECACHE_A_EXPERT_BEGIN] ?
 		nla_get_u32(attrs[MOECACHE_A_EXPERT_BEGIN]) : 0;
@@ -578,8 +747,12 @@ static int moecache_nl_pool_create(struct sk_buff *skb, struct genl_info *info)
 		from_kgid_munged(current_user_ns(), current_egid());
 	req.mode = attrs[MOECACHE_A_MODE] ?
 		nla_get_u32(attrs[MOECACHE_A_MODE]) : 0600;
-
-	return moecache_pool_create(&req, NULL);
+	err = moecache_nl_get_banks(info, &req, &banks);
+	if (err)
+		return err;
+	err = moecache_pool_create(&req, banks);
+	kfree(banks);
+	return err;
 }
 
 static int moecache_nl_pool_destroy(struct sk_buff *skb, struct genl_info *info)

@@ -5,6 +5,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/bitmap.h>
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/ctype.h>
@@ -142,6 +143,7 @@ static void pool_free(struct moecache_pool *pool)
 	kvfree(pool->n_askers);
 	kvfree(pool->fail_gen);
 	kvfree(pool->qnode);
+	bitmap_free(pool->moving);
 	kvfree(pool->slot_flags);
 	kvfree(pool->layer);
 	kfree(pool);
@@ -255,11 +257,13 @@ static int pool_alloc_state(struct moecache_pool *pool)
 	pool->n_askers = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL_ACCOUNT);
 	pool->fail_gen = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL_ACCOUNT);
 	pool->qnode = kvcalloc(pool->n_idx, sizeof(*pool->qnode), GFP_KERNEL_ACCOUNT);
+	pool->moving = bitmap_zalloc(pool->n_idx, GFP_KERNEL_ACCOUNT);
 	pool->slot_flags = kvcalloc(pool->n_slots, sizeof(u8), GFP_KERNEL_ACCOUNT);
 	pool->layer = kvcalloc(pool->n_layers, sizeof(*pool->layer),
 			       GFP_KERNEL_ACCOUNT);
 	if (!pool->estate || !pool->req_flags || !pool->n_askers ||
-	    !pool->fail_gen || !pool->qnode || !pool->slot_flags ||
+	    !pool->fail_gen || !pool->qnode || !pool->moving ||
+	    !pool->slot_flags ||
 	    !pool->layer)
 		return -ENOMEM;
 	for (i = 0; i < pool->n_idx; i++)
@@ -639,18 +643,65 @@ void moecache_pool_describe(struct moecache_pool *pool,
 	desc->agent_pid = pid_vnr(pool->agent_pid);
 	desc->agent_epoch = pool->hdr->agent_epoch;
 	spin_unlock(&pool->lock);
+	desc->n_banks = pool->n_banks;
 }
 
-int moecache_pool_stats(struct moecache_pool *pool, u32 layer,
-			struct moecache_stats *st)
+/* Under the lock: bank i's layout, its slots' state and its counters. */
+static void bank_describe(struct moecache_pool *pool, u32 i,
+			  struct moecache_bank_desc *d)
+{
+	const struct moecache_pool_bank *b = &pool->banks[i];
+	const struct moecache_map_bank *mb = &pool->map_banks[i];
+	u32 slot, own;
+	u64 pins = 0;
+
+	lockdep_assert_held(&pool->lock);
+	memset(d, 0, sizeof(*d));
+	d->index = i;
+	d->tier = mb->tier;
+	d->slot_begin = mb->slot_begin;
+	d->n_slots = mb->n_slots;
+	d->backend = mb->backend;
+	d->device = mb->device;
+	d->flags = mb->flags;
+	for (slot = b->slot_begin; slot < b->slot_begin + b->layout.n_slots;
+	     slot++) {
+		own = pool->owner[slot];
+		if (own & MOECACHE_OWNER_FILLING && own != MOECACHE_NONE)
+			d->filling++;
+		else if (own != MOECACHE_NONE)
+			d->resident++;
+		if (pool->pins[slot])
+			d->pinned_slots++;
+		pins += pool->pins[slot];
+	}
+	d->pins = min_t(u64, pins, U32_MAX);
+	d->hits = b->c[C_HITS];
+	d->prefetch_hits = b->c[C_PREFETCH_HITS];
+	d->evictions = b->c[C_EVICTIONS];
+	d->commits = b->c[C_COMMITS];
+}
+
+int moecache_pool_bank(struct moecache_pool *pool, u32 bank,
+		       struct moecache_bank_desc *desc)
+{
+	if (bank >= pool->n_banks)
+		return -EINVAL;
+	spin_lock(&pool->lock);
+	bank_describe(pool, bank, desc);
+	spin_unlock(&pool->lock);
+	return 0;
+}
+
+/* Under the lock: the counters of the pool or a layer, the pool's state. */
+static void pool_stats_locked(struct moecache_pool *pool, u32 layer,
+			      struct moecache_stats *st)
 {
 	const struct moecache_counters *c;
 
-	if (layer != MOECACHE_NONE && layer >= pool->n_layers)
-		return -EINVAL;
+	lockdep_assert_held(&pool->lock);
 	memset(st, 0, sizeof(*st));
 	st->layer = layer;
-	spin_lock(&pool->lock);
 	c = layer == MOECACHE_NONE ? &pool->total : &pool->layer[layer];
 	st->hits = c->c[C_HITS];
 	st->misses = c->c[C_MISSES];
@@ -671,7 +722,41 @@ int moecache_pool_stats(struct moecache_pool *pool, u32 layer,
 	st->inflight = pool->n_inflight;
 	st->n_clients = pool->n_clients;
 	st->agent_pid = pid_vnr(pool->agent_pid);
+}
+
+int moecache_pool_stats(struct moecache_pool *pool, u32 layer,
+			struct moecache_stats *st)
+{
+	if (layer != MOECACHE_NONE && layer >= pool->n_layers)
+		return -EINVAL;
+	spin_lock(&pool->lock);
+	pool_stats_locked(pool, layer, st);
 	spin_unlock(&pool->lock);
+	return 0;
+}
+
+/* Bank counters are not kept per layer: layer must be MOECACHE_NONE. */
+int moecache_pool_bank_stats(struct moecache_pool *pool, u32 layer, u32 bank,
+			     struct moecache_stats *st)
+{
+	struct moecache_bank_desc d;
+
+	if (layer != MOECACHE_NONE || bank >= pool->n_banks)
+		return -EINVAL;
+	spin_lock(&pool->lock);
+	pool_stats_locked(pool, layer, st);
+	bank_describe(pool, bank, &d);
+	spin_unlock(&pool->lock);
+	st->flags = MOECACHE_STATS_BANK;
+	st->bank = bank;
+	st->hits = d.hits;
+	st->prefetch_hits = d.prefetch_hits;
+	st->evictions = d.evictions;
+	st->commits = d.commits;
+	st->resident = d.resident;
+	st->filling = d.filling;
+	st->pinned_slots = d.pinned_slots;
+	st->pins = d.pins;
 	return 0;
 }
 

@@ -256,6 +256,48 @@ static bool check_stats_nest(struct fz_lane *l, const uint8_t *p, int len, bool 
 	return true;
 }
 
+/* MOECACHE_A_BANKS: BANK entries of u32 layout attributes and a stats nest. */
+static bool check_banks_nest(struct fz_lane *l, const uint8_t *p, int len, bool entry)
+{
+	const struct nlattr *a = (const void *)p;
+	uint16_t type;
+
+	for (; len >= NLA_HDRLEN; len -= NLA_ALIGN(a->nla_len),
+				  a = (const void *)((const uint8_t *)a + NLA_ALIGN(a->nla_len))) {
+		const uint8_t *data = (const uint8_t *)a + NLA_HDRLEN;
+		int dlen = a->nla_len - NLA_HDRLEN;
+
+		if (a->nla_len < NLA_HDRLEN || a->nla_len > len) {
+			fz_report(l, "reply: bank attribute length %u with %d left", a->nla_len, len);
+			return false;
+		}
+		type = a->nla_type & NLA_TYPE_MASK;
+		if (!entry && type != MOECACHE_BANKS_A_BANK) {
+			fz_report(l, "reply: BANKS entry of type %u", type);
+			return false;
+		}
+		if (!entry) {
+			if (!check_banks_nest(l, data, dlen, true))
+				return false;
+			continue;
+		}
+		if (type == MOECACHE_BANK_A_STATS) {
+			if (!check_stats_nest(l, data, dlen, false))
+				return false;
+			continue;
+		}
+		if (type < MOECACHE_BANK_A_INDEX || type > MOECACHE_BANK_A_FLAGS || dlen != 4) {
+			fz_report(l, "reply: bank attribute %u of %d bytes", type, dlen);
+			return false;
+		}
+	}
+	if (len) {
+		fz_report(l, "reply: %d bytes after the bank attributes", len);
+		return false;
+	}
+	return true;
+}
+
 /*
  * A message of the family: its command, and attributes that parse and have
  * their documented sizes. name, if not NULL, is the pool it must be about.
@@ -308,6 +350,11 @@ static bool check_family_msg(struct fz_lane *l, const struct nlmsghdr *h, uint8_
 		}
 		if (type == MOECACHE_A_STATS) {
 			if (!check_stats_nest(l, data, dlen, false))
+				return false;
+			continue;
+		}
+		if (type == MOECACHE_A_BANKS) {
+			if (!check_banks_nest(l, data, dlen, false))
 				return false;
 			continue;
 		}

@@ -1459,7 +1459,8 @@ static void op_evict(struct fz_lane *l, struct fz_fd *f)
 			fz_defect(&e, "expert-out-of-range", EINVAL, 0);
 			break;
 		case 3:
-			req.flags = 1u << fz_below(l, 32);
+			/* Bit 0 is MOVE, which the model does not do. */
+			req.flags = 2u << fz_below(l, 31);
 			fz_defect(&e, "flags", EINVAL, 0);
 			break;
 		default:
@@ -2055,6 +2056,7 @@ static void op_stats(struct fz_lane *l, struct fz_fd *f)
 		layer = (attached(f) ? f->g.n_layers : 0) + fz_below(l, 100);
 		fz_defect(&e, "layer-out-of-range", EINVAL, 0);
 	} else if (fz_chance(l, 1, 12)) {
+		/* Bit 0 (STATS_BANK) is a defect too: bank 0x77777777 is past the banks. */
 		st.flags = 1u << fz_below(l, 32);
 		fz_defect(&e, "flags", EINVAL, 0);
 	}

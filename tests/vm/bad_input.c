@@ -660,9 +660,9 @@ static void bad_input_evict_args(struct vm_ctx *ctx)
 	    {3, 0, 16, 0},			  /* expert out of range */
 	    {3, 0, MOECACHE_NONE, 0},		  /* expert NONE with a layer */
 	    {0, MOECACHE_NONE, 9, 0},		  /* layer NONE with an expert */
-	    {3, 0, 9, 1},			  /* unknown flags */
+	    {3, 0, 9, 2},			  /* unknown flags (1 is MOVE) */
 	    {3, 0, 9, 0x80000000u},		  /* unknown flags */
-	    {0, MOECACHE_NONE, MOECACHE_NONE, 1}, /* unknown flags, free-only */
+	    {0, MOECACHE_NONE, MOECACHE_NONE, 1}, /* MOVE of nothing */
 	};
 	size_t i;
 
@@ -892,7 +892,7 @@ static void bad_input_stats(struct vm_ctx *ctx)
 	st.layer = 0x7fffffff;
 	VM_REFUSED(&env.a, EINVAL, ioctl(env.c.fd, MOECACHE_IOC_STATS, &st));
 	st.layer = MOECACHE_NONE;
-	st.flags = 1;
+	st.flags = 2; /* 1 is MOECACHE_STATS_BANK */
 	VM_REFUSED(&env.a, EINVAL, ioctl(env.c.fd, MOECACHE_IOC_STATS, &st));
 	bi_teardown(ctx, &env);
 }

@@ -534,6 +534,463 @@ static void bad_input_tiers_replace_pinned_bank(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+
+/* ---- moves ------------------------------------------------------------- */
+
+/* The byte expert (layer, e)'s copy holds in every slot it is in. */
+static unsigned char tiers_pattern(__u32 layer, __u32 e)
+{
+	return (unsigned char)(0x21 + layer * 16 + e);
+}
+
+static int tiers_try_evict(const struct vm_view *a, __u32 slot, __u32 layer, __u32 expert,
+			   __u32 flags)
+{
+	struct moecache_evict ev = {.slot = slot, .layer = layer, .expert = expert, .flags = flags};
+
+	return ioctl(a->fd, MOECACHE_IOC_EVICT, &ev) < 0 ? -errno : 0;
+}
+
+static int tiers_try_fills(const struct vm_view *a, unsigned long cmd, __u32 slot, __u32 layer,
+			   __u32 expert)
+{
+	struct moecache_fill fill = {.slot = slot, .layer = layer, .expert = expert};
+	struct moecache_fill_batch batch = {.count = 1, .fills = (uintptr_t)&fill};
+
+	return ioctl(a->fd, cmd, &batch) < 0 ? -errno : 0;
+}
+
+/* EVICT with MOVE, the copy written, COMMIT: (layer, e) now lives in slot. */
+static void tiers_move(const struct vm_view *a, struct tiers_bank *tb, __u32 slot, __u32 layer,
+		       __u32 e)
+{
+	int ret = tiers_try_evict(a, slot, layer, e, MOECACHE_EVICT_MOVE);
+
+	if (ret)
+		VM_FAIL("EVICT_MOVE of (%u, %u) to slot %u: %s", layer, e, slot, vm_errname(-ret));
+	memset(tiers_slot_mem(a, tb, slot), tiers_pattern(layer, e), a->att.expert_bytes);
+	vm_commit1(a, slot, layer, e, 0);
+}
+
+/* A plain fill with the expert's pattern. */
+static void tiers_fill(const struct vm_view *a, struct tiers_bank *tb, __u32 slot, __u32 layer,
+		       __u32 e)
+{
+	vm_evict(a, slot, layer, e, NULL);
+	memset(tiers_slot_mem(a, tb, slot), tiers_pattern(layer, e), a->att.expert_bytes);
+	vm_commit1(a, slot, layer, e, 0);
+}
+
+/* Slots whose owner[] names idx, resident or filling. */
+static __u32 tiers_slots_of(const struct vm_view *v, __u32 idx, bool filling)
+{
+	__u32 s, n = 0, want = filling ? (MOECACHE_OWNER_FILLING | idx) : idx;
+
+	for (s = 0; s < v->att.n_slots; s++)
+		n += vm_load32(&v->owner[s]) == want;
+	return n;
+}
+
+/* The whole slot holds the expert's pattern. */
+static void tiers_check_bytes(const unsigned char *mem, size_t len, unsigned char want,
+			      const char *what)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (mem[i] != want)
+			VM_FAIL("%s: byte %zu is 0x%02x, want 0x%02x", what, i, mem[i], want);
+}
+
+static void basic_tiers_move_promote_demote(struct vm_ctx *ctx)
+{
+	const __u32 layer = 3, e = 7;
+	struct moecache_stats before, after;
+	struct moecache_acquire acq;
+	struct tiers_bank tb[3];
+	struct vm_view a, c;
+	__u32 idx, slot, seq;
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_set_all(&a, tb);
+	idx = vm_idx(&c, layer, e);
+	tiers_fill(&a, tb, 6, layer, e);
+	vm_stats(&c, MOECACHE_NONE, &before);
+	/* Promotion into tier 0: the expert stays in slot 6 while slot 1 fills. */
+	VM_EQ(tiers_try_evict(&a, 1, layer, e, MOECACHE_EVICT_MOVE), 0);
+	VM_EQ(vm_load32(&c.map[idx]), 6);
+	VM_EQ(vm_load32(&c.owner[6]), idx);
+	VM_EQ(vm_load32(&c.owner[1]), MOECACHE_OWNER_FILLING | idx);
+	vm_acquire(&c, layer, &e, 1, &slot, 0, &acq);
+	VM_EQ(acq.n_hits, 1);
+	VM_EQ(slot, 6);
+	vm_release(&c, &slot, 1);
+	memset(tiers_slot_mem(&a, tb, 1), tiers_pattern(layer, e), a.att.expert_bytes);
+	seq = vm_load32(&c.hdr->seq);
+	vm_commit1(&a, 1, layer, e, 0);
+	/* One change of the map: the new slot published, the old one freed. */
+	VM_EQ(vm_load32(&c.hdr->seq), seq + 2);
+	VM_EQ(vm_load32(&c.map[idx]), 1);
+	VM_EQ(vm_load32(&c.owner[1]), idx);
+	VM_EQ(vm_load32(&c.owner[6]), MOECACHE_NONE);
+	vm_check_map_consistent(&c);
+	vm_stats(&c, MOECACHE_NONE, &after);
+	VM_EQ(after.resident, before.resident);
+	VM_EQ(after.filling, 0);
+	VM_EQ(after.evictions, before.evictions);
+	VM_EQ(after.commits, before.commits + 1);
+	vm_acquire(&c, layer, &e, 1, &slot, 0, &acq);
+	VM_EQ(slot, 1);
+	VM_EQ(tiers_bank_of(&c, slot), 0);
+	vm_release(&c, &slot, 1);
+	/* Demotion to tier 1. */
+	tiers_move(&a, tb, 3, layer, e);
+	VM_EQ(vm_load32(&c.map[idx]), 3);
+	VM_EQ(vm_load32(&c.owner[1]), MOECACHE_NONE);
+	VM_EQ(tiers_slots_of(&c, idx, false), 1);
+	vm_check_map_consistent(&c);
+	/* The freed slots hold no pin: they are taken at once. */
+	vm_fill(&a, 6, 0, 0);
+	vm_fill(&a, 1, 0, 1);
+	for (slot = 0; slot < 3; slot++)
+		tiers_bank_put(&tb[slot]);
+	vm_detach(&a);
+	vm_detach(&c);
+	vm_pool_destroy(ctx->pool);
+}
+
+static void basic_tiers_move_of_cold_expert_fills(struct vm_ctx *ctx)
+{
+	const __u32 e = 4;
+	struct moecache_stats st;
+	struct tiers_bank tb[3];
+	struct vm_view a, c;
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_set_all(&a, tb);
+	/* MOVE of an expert resident nowhere is an ordinary fill. */
+	tiers_move(&a, tb, 2, 0, e);
+	VM_EQ(vm_load32(&c.map[vm_idx(&c, 0, e)]), 2);
+	vm_stats(&c, MOECACHE_NONE, &st);
+	VM_EQ(st.resident, 1);
+	VM_EQ(st.commits, 1);
+	vm_check_map_consistent(&c);
+	for (unsigned int i = 0; i < 3; i++)
+		tiers_bank_put(&tb[i]);
+	vm_detach(&a);
+	vm_detach(&c);
+	vm_pool_destroy(ctx->pool);
+}
+
+static void bad_input_tiers_move(struct vm_ctx *ctx)
+{
+	const __u32 layer = 1, e = 2, other = 3;
+	struct tiers_bank tb[3];
+	struct vm_view a, c;
+	__u32 idx;
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_set_all(&a, tb);
+	idx = vm_idx(&a, layer, e);
+	tiers_fill(&a, tb, 5, layer, e);
+	/* Without MOVE, a resident target is EEXIST, as it always was. */
+	VM_REFUSED(&a, EEXIST, tiers_try_evict(&a, 0, layer, e, 0) ? -1 : 0);
+	/* An unknown flag; MOVE of nothing. */
+	VM_REFUSED(&a, EINVAL, tiers_try_evict(&a, 0, layer, e, 2) ? -1 : 0);
+	VM_REFUSED(&a, EINVAL,
+		   tiers_try_evict(&a, 0, MOECACHE_NONE, MOECACHE_NONE, MOECACHE_EVICT_MOVE) ? -1
+											    : 0);
+	/* MOVE onto the slot it is in. */
+	VM_REFUSED(&a, EEXIST, tiers_try_evict(&a, 5, layer, e, MOECACHE_EVICT_MOVE) ? -1 : 0);
+	VM_EQ(tiers_try_evict(&a, 0, layer, e, MOECACHE_EVICT_MOVE), 0);
+	/* One move at a time; the old slot is not a victim meanwhile. */
+	VM_REFUSED(&a, EEXIST, tiers_try_evict(&a, 1, layer, e, MOECACHE_EVICT_MOVE) ? -1 : 0);
+	VM_REFUSED(&a, EBUSY, tiers_try_evict(&a, 5, layer, other, 0) ? -1 : 0);
+	VM_REFUSED(&a, EBUSY,
+		   tiers_try_evict(&a, 5, MOECACHE_NONE, MOECACHE_NONE, 0) ? -1 : 0);
+	/* A COMMIT naming the old slot, or another expert, matches nothing. */
+	VM_REFUSED(&a, EINVAL, tiers_try_fills(&a, MOECACHE_IOC_COMMIT, 5, layer, e) ? -1 : 0);
+	VM_REFUSED(&a, EINVAL, tiers_try_fills(&a, MOECACHE_IOC_COMMIT, 0, layer, other) ? -1 : 0);
+	VM_EQ(tiers_slots_of(&a, idx, true), 1);
+	VM_EQ(vm_load32(&a.map[idx]), 5);
+	for (unsigned int i = 0; i < 3; i++)
+		tiers_bank_put(&tb[i]);
+	vm_detach(&a);
+	vm_detach(&c);
+	vm_pool_destroy(ctx->pool);
+}
+
+static void lifetime_tiers_move_abort(struct vm_ctx *ctx)
+{
+	const __u32 layer = 2, e = 9;
+	struct moecache_stats before, after;
+	struct tiers_bank tb[3];
+	struct vm_view a, c;
+	__u32 idx;
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_set_all(&a, tb);
+	idx = vm_idx(&c, layer, e);
+	tiers_fill(&a, tb, 0, layer, e);
+	vm_stats(&c, MOECACHE_NONE, &before);
+	VM_EQ(tiers_try_evict(&a, 7, layer, e, MOECACHE_EVICT_MOVE), 0);
+	VM_EQ(tiers_try_fills(&a, MOECACHE_IOC_ABORT, 7, layer, e), 0);
+	/* The expert stays where it was; the new slot is free. */
+	VM_EQ(vm_load32(&c.map[idx]), 0);
+	VM_EQ(vm_load32(&c.owner[7]), MOECACHE_NONE);
+	vm_check_map_consistent(&c);
+	vm_stats(&c, MOECACHE_NONE, &after);
+	VM_EQ(after.resident, before.resident);
+	VM_EQ(after.filling, 0);
+	VM_EQ(after.aborts, before.aborts + 1);
+	tiers_check_bytes(tiers_slot_mem(&a, tb, 0), a.att.expert_bytes, tiers_pattern(layer, e),
+			  "the expert's slot after the ABORT");
+	/* And it may move again. */
+	tiers_move(&a, tb, 7, layer, e);
+	VM_EQ(vm_load32(&c.map[idx]), 7);
+	for (unsigned int i = 0; i < 3; i++)
+		tiers_bank_put(&tb[i]);
+	vm_detach(&a);
+	vm_detach(&c);
+	vm_pool_destroy(ctx->pool);
+}
+
+struct tiers_mover {
+	const char *pool;
+	__u32 slot, layer, expert;
+	struct vm_gate moving;
+};
+
+/* A second agent that starts a move and never finishes it. */
+static void tiers_mover_run(void *arg)
+{
+	struct tiers_mover *m = arg;
+	struct vm_view a;
+
+	vm_attach(&a, m->pool, MOECACHE_ROLE_AGENT);
+	if (tiers_try_evict(&a, m->slot, m->layer, m->expert, MOECACHE_EVICT_MOVE))
+		_exit(1);
+	vm_gate_pass(&m->moving);
+	for (;;)
+		pause();
+}
+
+static void lifetime_tiers_agent_killed_mid_move(struct vm_ctx *ctx)
+{
+	struct tiers_mover *m = vm_shared(sizeof(*m));
+	const __u32 layer = 0, e = 5;
+	struct moecache_stats st;
+	struct tiers_bank tb[3];
+	struct vm_view a, c;
+	__u32 idx, slot;
+	pid_t pid;
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_set_all(&a, tb);
+	idx = vm_idx(&c, layer, e);
+	/* A demotion out of tier 0 is under way when the agent dies. */
+	tiers_fill(&a, tb, 1, layer, e);
+	vm_detach(&a);
+	m->pool = ctx->pool;
+	m->slot = 4;
+	m->layer = layer;
+	m->expert = e;
+	vm_gate_open(&m->moving);
+	pid = vm_spawn(tiers_mover_run, m);
+	vm_gate_wait(&m->moving, 5000, "the mover's EVICT_MOVE");
+	VM_EQ(vm_load32(&c.owner[4]), MOECACHE_OWNER_FILLING | idx);
+	vm_kill(pid, "the mover");
+	/* In exactly one bank, the one it was in, whole; never half-copied. */
+	VM_EQ(vm_load32(&c.map[idx]), 1);
+	VM_EQ(tiers_slots_of(&c, idx, false), 1);
+	VM_EQ(tiers_slots_of(&c, idx, true), 0);
+	VM_EQ(vm_load32(&c.owner[4]), MOECACHE_NONE);
+	vm_check_map_consistent(&c);
+	vm_stats(&c, MOECACHE_NONE, &st);
+	VM_EQ(st.filling, 0);
+	VM_EQ(st.resident, 1);
+	tiers_check_bytes(tiers_slot_mem(&c, tb, 1), c.att.expert_bytes, tiers_pattern(layer, e),
+			  "the expert's slot after the agent died");
+	/* A new agent moves it. */
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_move(&a, tb, 4, layer, e);
+	vm_acquire(&c, layer, &e, 1, &slot, 0, NULL);
+	VM_EQ(slot, 4);
+	vm_release(&c, &slot, 1);
+	vm_gate_close(&m->moving);
+	for (slot = 0; slot < 3; slot++)
+		tiers_bank_put(&tb[slot]);
+	vm_detach(&a);
+	vm_detach(&c);
+	vm_pool_destroy(ctx->pool);
+}
+
+static void lifetime_tiers_moved_slot_pinned(struct vm_ctx *ctx)
+{
+	const __u32 layer = 1, e = 6, next = 7;
+	struct tiers_bank tb[3];
+	struct vm_view a, c;
+	__u32 slot, again;
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_set_all(&a, tb);
+	tiers_fill(&a, tb, 3, layer, e);
+	vm_acquire(&c, layer, &e, 1, &slot, 0, NULL);
+	VM_EQ(slot, 3);
+	/* Promoted while a client reads its old slot. */
+	tiers_move(&a, tb, 0, layer, e);
+	VM_EQ(vm_load32(&c.owner[3]), MOECACHE_NONE);
+	VM_EQ(vm_load32(&c.pins[3]), 1);
+	/* The old slot is free but pinned: not a copy destination. */
+	VM_REFUSED(&a, EBUSY, tiers_try_evict(&a, 3, layer, next, 0) ? -1 : 0);
+	VM_REFUSED(&a, EBUSY, tiers_try_evict(&a, 3, layer, next, MOECACHE_EVICT_MOVE) ? -1 : 0);
+	tiers_check_bytes(tiers_slot_mem(&a, tb, 3), a.att.expert_bytes, tiers_pattern(layer, e),
+			  "the pinned old slot");
+	/* A new ACQUIRE gets the new slot. */
+	vm_acquire(&c, layer, &e, 1, &again, 0, NULL);
+	VM_EQ(again, 0);
+	vm_release(&c, &again, 1);
+	vm_release(&c, &slot, 1);
+	tiers_fill(&a, tb, 3, layer, next);
+	vm_check_map_consistent(&c);
+	for (slot = 0; slot < 3; slot++)
+		tiers_bank_put(&tb[slot]);
+	vm_detach(&a);
+	vm_detach(&c);
+	vm_pool_destroy(ctx->pool);
+}
+
+/* A client with fast pins: its pins region, and the protocol of uapi/moecache.h. */
+struct tiers_fast {
+	struct vm_view v;
+	__u32 *pins;
+	size_t len;
+};
+
+static void tiers_fast_attach(struct tiers_fast *f, const char *pool)
+{
+	int ret = vm_try_attach_fd_flags(&f->v, vm_open_dev(), pool, MOECACHE_ROLE_CLIENT,
+					 MOECACHE_ATTACH_FAST_PINS);
+
+	if (ret)
+		VM_FAIL("ATTACH with FAST_PINS: %s", vm_errname(-ret));
+	f->len = f->v.att.off.pins_size;
+	f->pins = mmap(NULL, f->len, PROT_READ | PROT_WRITE, MAP_SHARED, f->v.fd,
+		       (off_t)f->v.att.off.pins_offset);
+	VM_ASSERT(f->pins != MAP_FAILED);
+}
+
+static __u32 tiers_fast_pin(struct tiers_fast *f, __u32 idx)
+{
+	__u32 s = __atomic_load_n(&f->v.map[idx], __ATOMIC_ACQUIRE);
+
+	if (s == MOECACHE_NONE)
+		return s;
+	__atomic_store_n(&f->pins[s], f->pins[s] + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&f->v.map[idx], __ATOMIC_ACQUIRE) == s)
+		return s;
+	__atomic_store_n(&f->pins[s], f->pins[s] - 1, __ATOMIC_RELEASE);
+	return MOECACHE_NONE;
+}
+
+static void tiers_fast_unpin(struct tiers_fast *f, __u32 s)
+{
+	__atomic_store_n(&f->pins[s], f->pins[s] - 1, __ATOMIC_RELEASE);
+}
+
+static void tiers_fast_detach(struct tiers_fast *f)
+{
+	munmap(f->pins, f->len);
+	vm_detach(&f->v);
+}
+
+static void lifetime_tiers_moved_slot_fast_pinned(struct vm_ctx *ctx)
+{
+	const __u32 layer = 2, e = 1, next = 2;
+	struct tiers_bank tb[3], again;
+	struct tiers_fast f;
+	struct vm_view a;
+	__u32 slot;
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_fast_attach(&f, ctx->pool);
+	tiers_set_all(&a, tb);
+	tiers_fill(&a, tb, 1, layer, e);
+	slot = tiers_fast_pin(&f, vm_idx(&a, layer, e));
+	VM_EQ(slot, 1);
+	/* Demoted while fast-pinned: the move itself is not held up. */
+	tiers_move(&a, tb, 6, layer, e);
+	VM_EQ(vm_load32(&a.owner[1]), MOECACHE_NONE);
+	/* The old slot is not reused, nor its bank replaced, until the pin goes. */
+	VM_REFUSED(&a, EBUSY, tiers_try_evict(&a, 1, layer, next, 0) ? -1 : 0);
+	VM_REFUSED(&a, EBUSY, tiers_try_evict(&a, 1, MOECACHE_NONE, MOECACHE_NONE, 0) ? -1 : 0);
+	VM_EQ(tiers_try_bank_set(&a, &again, 0, 2, 0), -EBUSY);
+	tiers_check_bytes(tiers_slot_mem(&a, tb, 1), a.att.expert_bytes, tiers_pattern(layer, e),
+			  "the fast-pinned old slot");
+	/* A fast pin taken now finds the new slot. */
+	VM_EQ(tiers_fast_pin(&f, vm_idx(&a, layer, e)), 6);
+	tiers_fast_unpin(&f, 6);
+	tiers_fast_unpin(&f, 1);
+	tiers_fill(&a, tb, 1, layer, next);
+	vm_check_map_consistent(&a);
+	tiers_fast_detach(&f);
+	for (slot = 0; slot < 3; slot++)
+		tiers_bank_put(&tb[slot]);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+static void lifetime_tiers_bank_set_drops_moves(struct vm_ctx *ctx)
+{
+	const __u32 layer = 0, in = 3, out = 8;
+	struct tiers_bank tb[3], again;
+	struct vm_view a, c;
+	__u32 i;
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_set_all(&a, tb);
+	/* One move into bank 0, one out of it. */
+	tiers_fill(&a, tb, 6, layer, in);
+	tiers_fill(&a, tb, 1, layer, out);
+	VM_EQ(tiers_try_evict(&a, 0, layer, in, MOECACHE_EVICT_MOVE), 0);
+	VM_EQ(tiers_try_evict(&a, 7, layer, out, MOECACHE_EVICT_MOVE), 0);
+	tiers_bank_set(&a, &again, 0, 2, 0);
+	/* The one moving in stays where it was; the one moving out is gone with the bank. */
+	VM_EQ(vm_load32(&c.map[vm_idx(&c, layer, in)]), 6);
+	VM_EQ(vm_load32(&c.map[vm_idx(&c, layer, out)]), MOECACHE_NONE);
+	VM_EQ(vm_load32(&c.owner[0]), MOECACHE_NONE);
+	VM_EQ(vm_load32(&c.owner[7]), MOECACHE_NONE);
+	vm_check_map_consistent(&c);
+	VM_EQ(tiers_try_fills(&a, MOECACHE_IOC_COMMIT, 0, layer, in), -EINVAL);
+	VM_EQ(tiers_try_fills(&a, MOECACHE_IOC_COMMIT, 7, layer, out), -EINVAL);
+	/* Both may be moved or filled again. */
+	tiers_bank_put(&tb[0]);
+	tb[0] = again;
+	tiers_move(&a, tb, 7, layer, in);
+	tiers_move(&a, tb, 0, layer, out);
+	for (i = 0; i < 3; i++)
+		tiers_bank_put(&tb[i]);
+	vm_detach(&a);
+	vm_detach(&c);
+	vm_pool_destroy(ctx->pool);
+}
+
 /* ---- lifetime ---------------------------------------------------------- */
 
 static void lifetime_tiers_warm_restart(struct vm_ctx *ctx)
@@ -576,6 +1033,274 @@ static void lifetime_tiers_warm_restart(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+/* ---- statistics -------------------------------------------------------- */
+
+static void tiers_bank_stats(const struct vm_view *v, __u32 bank, struct moecache_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->layer = MOECACHE_NONE;
+	st->flags = MOECACHE_STATS_BANK;
+	st->bank = bank;
+	VM_OK(ioctl(v->fd, MOECACHE_IOC_STATS, st));
+	VM_EQ(st->flags, MOECACHE_STATS_BANK);
+	VM_EQ(st->bank, bank);
+}
+
+static void basic_tiers_stats_per_bank(struct vm_ctx *ctx)
+{
+	const __u32 e = 2, f = 3;
+	struct moecache_stats pool, b0, b1, b2;
+	struct tiers_bank tb[3];
+	struct vm_view a, c;
+	__u32 slot, slots[2];
+	const __u32 both[2] = {e, f};
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_set_all(&a, tb);
+	/* e filled in bank 1, hit twice, promoted to bank 0; f filled in bank 2, pinned. */
+	tiers_fill(&a, tb, 2, 0, e);
+	tiers_fill(&a, tb, 5, 0, f);
+	vm_acquire(&c, 0, &e, 1, &slot, 0, NULL);
+	vm_release(&c, &slot, 1);
+	vm_acquire(&c, 0, both, 2, slots, 0, NULL);
+	vm_release(&c, &slots[0], 1);
+	tiers_move(&a, tb, 0, 0, e);
+	vm_acquire(&c, 0, &e, 1, &slot, 0, NULL);
+	VM_EQ(slot, 0);
+	vm_stats(&c, MOECACHE_NONE, &pool);
+	tiers_bank_stats(&c, 0, &b0);
+	tiers_bank_stats(&c, 1, &b1);
+	tiers_bank_stats(&c, 2, &b2);
+	/* The counters of each bank's slots. */
+	VM_EQ(b0.hits, 1);
+	VM_EQ(b1.hits, 2);
+	VM_EQ(b2.hits, 1);
+	VM_EQ(b0.hits + b1.hits + b2.hits, pool.hits);
+	VM_EQ(b0.commits, 1);
+	VM_EQ(b1.commits, 1);
+	VM_EQ(b2.commits, 1);
+	VM_EQ(pool.commits, 3);
+	/* The move is an eviction of the bank it left only. */
+	VM_EQ(b1.evictions, 1);
+	VM_EQ(b0.evictions + b2.evictions + pool.evictions, 0);
+	/* Slot state, per bank. */
+	VM_EQ(b0.resident, 1);
+	VM_EQ(b1.resident, 0);
+	VM_EQ(b2.resident, 1);
+	VM_EQ(b0.pinned_slots, 1);
+	VM_EQ(b0.pins, 1);
+	VM_EQ(b2.pinned_slots, 1);
+	VM_EQ(b1.pinned_slots, 0);
+	VM_EQ(b0.pinned_slots + b1.pinned_slots + b2.pinned_slots, pool.pinned_slots);
+	VM_EQ(tiers_try_evict(&a, 7, 1, 1, 0), 0);
+	tiers_bank_stats(&c, 2, &b2);
+	VM_EQ(b2.filling, 1);
+	/* The other counters stay the pool's. */
+	VM_EQ(b2.misses, pool.misses);
+	VM_EQ(b2.n_clients, pool.n_clients);
+	vm_release(&c, &slot, 1);
+	vm_release(&c, &slots[1], 1);
+	for (slot = 0; slot < 3; slot++)
+		tiers_bank_put(&tb[slot]);
+	vm_detach(&a);
+	vm_detach(&c);
+	vm_pool_destroy(ctx->pool);
+}
+
+static void bad_input_tiers_stats(struct vm_ctx *ctx)
+{
+	struct moecache_stats st;
+	struct vm_view c;
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	memset(&st, 0, sizeof(st));
+	st.layer = MOECACHE_NONE;
+	st.flags = MOECACHE_STATS_BANK;
+	st.bank = 3;
+	VM_ERR(ioctl(c.fd, MOECACHE_IOC_STATS, &st), EINVAL);
+	/* Bank counters are not kept per layer. */
+	st.bank = 0;
+	st.layer = 0;
+	VM_ERR(ioctl(c.fd, MOECACHE_IOC_STATS, &st), EINVAL);
+	st.layer = MOECACHE_NONE;
+	st.flags = 2;
+	VM_ERR(ioctl(c.fd, MOECACHE_IOC_STATS, &st), EINVAL);
+	vm_detach(&c);
+	vm_pool_destroy(ctx->pool);
+}
+
+/* ---- concurrency ------------------------------------------------------- */
+
+#define TIERS_RACE_MS 1500
+#define TIERS_RACE_EXPERTS 4
+#define TIERS_RACE_CLIENTS 3 /* the last one with fast pins */
+
+struct tiers_race {
+	char pool[MOECACHE_NAME_LEN];
+	volatile int stop;
+	unsigned long checks[TIERS_RACE_CLIENTS];
+	struct vm_gate ready;
+	int client;
+};
+
+/* The client's read-only views of every bank, by BANK_GET. */
+static void tiers_views(const struct vm_view *v, unsigned char *views[3], size_t lens[3],
+			__u64 *stride)
+{
+	struct moecache_bank got;
+	__u32 i;
+
+	for (i = 0; i < 3; i++) {
+		memset(&got, 0, sizeof(got));
+		got.index = i;
+		VM_OK(ioctl(v->fd, MOECACHE_IOC_BANK_GET, &got));
+		lens[i] = got.bank_bytes;
+		views[i] = mmap(NULL, lens[i], PROT_READ, MAP_SHARED, got.fd, 0);
+		VM_ASSERT(views[i] != MAP_FAILED);
+		close(got.fd);
+		*stride = got.slot_stride;
+	}
+}
+
+/* Under a stable seq, no expert is resident in two slots. */
+static void tiers_check_once_each(const struct vm_view *v)
+{
+	__u32 seq, s, o, seen[TIERS_RACE_EXPERTS];
+
+	do {
+		memset(seen, 0, sizeof(seen));
+		seq = vm_load32(&v->hdr->seq);
+		if (seq & 1)
+			continue;
+		for (s = 0; s < v->att.n_slots; s++) {
+			o = vm_load32(&v->owner[s]);
+			if (o < TIERS_RACE_EXPERTS)
+				seen[o]++;
+		}
+	} while ((seq & 1) || vm_load32(&v->hdr->seq) != seq);
+	for (o = 0; o < TIERS_RACE_EXPERTS; o++)
+		VM_ASSERT_MSG(seen[o] <= 1, "expert %u is resident in %u slots at seq %u", o,
+			      seen[o], seq);
+}
+
+static void tiers_race_client(void *arg)
+{
+	struct tiers_race *r = arg;
+	const int me = r->client;
+	const bool fast = me == TIERS_RACE_CLIENTS - 1;
+	const __u32 experts[TIERS_RACE_EXPERTS] = {0, 1, 2, 3};
+	__u32 slots[TIERS_RACE_EXPERTS], i, b;
+	unsigned char *views[3];
+	struct tiers_fast f;
+	struct vm_view c;
+	const struct vm_view *v;
+	size_t lens[3];
+	__u64 stride;
+	char what[64];
+
+	if (fast) {
+		tiers_fast_attach(&f, r->pool);
+		v = &f.v;
+	} else {
+		vm_attach(&c, r->pool, MOECACHE_ROLE_CLIENT);
+		v = &c;
+	}
+	tiers_views(v, views, lens, &stride);
+	vm_gate_pass(&r->ready);
+	while (!r->stop) {
+		if (fast) {
+			for (i = 0; i < TIERS_RACE_EXPERTS; i++)
+				slots[i] = tiers_fast_pin(&f, vm_idx(v, 0, experts[i]));
+		} else {
+			vm_acquire(v, 0, experts, TIERS_RACE_EXPERTS, slots, MOECACHE_ACQ_NO_QUEUE,
+				   NULL);
+		}
+		for (i = 0; i < TIERS_RACE_EXPERTS; i++) {
+			if (slots[i] == MOECACHE_NONE)
+				continue;
+			b = tiers_bank_of(v, slots[i]);
+			snprintf(what, sizeof(what), "client %d: expert %u in slot %u", me,
+				 experts[i], slots[i]);
+			tiers_check_bytes(views[b] + (slots[i] - tiers_map_banks(v)[b].slot_begin) *
+							 stride,
+					  v->att.expert_bytes, tiers_pattern(0, experts[i]), what);
+			r->checks[me]++;
+			if (fast)
+				tiers_fast_unpin(&f, slots[i]);
+			else
+				vm_release(v, &slots[i], 1);
+		}
+		tiers_check_once_each(v);
+	}
+}
+
+static void concurrency_tiers_moves_under_readers(struct vm_ctx *ctx)
+{
+	struct tiers_race *r = vm_shared(sizeof(*r));
+	const __u32 start[TIERS_RACE_EXPERTS] = {0, 2, 5, 6};
+	pid_t pids[TIERS_RACE_CLIENTS];
+	unsigned long moves = 0, busy = 0;
+	struct tiers_bank tb[3];
+	struct vm_view a;
+	__u32 e, cur, s, k, from;
+	uint64_t until;
+	int i, ret;
+
+	tiers_create(ctx->pool, tiers_layout3, 3);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	tiers_set_all(&a, tb);
+	for (e = 0; e < TIERS_RACE_EXPERTS; e++)
+		tiers_fill(&a, tb, start[e], 0, e);
+	snprintf(r->pool, sizeof(r->pool), "%s", ctx->pool);
+	vm_gate_open(&r->ready);
+	for (i = 0; i < TIERS_RACE_CLIENTS; i++) {
+		r->client = i;
+		pids[i] = vm_spawn(tiers_race_client, r);
+		vm_gate_wait(&r->ready, 10000, "a reading client");
+	}
+	/* Each expert in turn to a free slot of another bank. */
+	until = vm_now_ms() + TIERS_RACE_MS;
+	for (k = 0; vm_now_ms() < until; k++) {
+		e = k % TIERS_RACE_EXPERTS;
+		cur = vm_load32(&a.map[vm_idx(&a, 0, e)]);
+		from = tiers_bank_of(&a, cur);
+		for (s = 0; s < a.att.n_slots; s++) {
+			__u32 to = (s + k) % a.att.n_slots;
+
+			if (tiers_bank_of(&a, to) == from ||
+			    vm_load32(&a.owner[to]) != MOECACHE_NONE)
+				continue;
+			ret = tiers_try_evict(&a, to, 0, e, MOECACHE_EVICT_MOVE);
+			if (ret == -EBUSY) {
+				busy++;
+				continue;
+			}
+			VM_EQ(ret, 0);
+			memset(tiers_slot_mem(&a, tb, to), tiers_pattern(0, e), a.att.expert_bytes);
+			vm_commit1(&a, to, 0, e, 0);
+			moves++;
+			break;
+		}
+	}
+	r->stop = 1;
+	for (i = 0; i < TIERS_RACE_CLIENTS; i++)
+		vm_reap_ok(pids[i], 10000, "a reading client");
+	fprintf(stderr, "# %lu moves, %lu EBUSY on pinned old slots, checks %lu %lu %lu\n", moves,
+		busy, r->checks[0], r->checks[1], r->checks[2]);
+	VM_ASSERT(moves >= 20);
+	for (i = 0; i < TIERS_RACE_CLIENTS; i++)
+		VM_ASSERT_MSG(r->checks[i] >= 10, "client %d made %lu checks", i, r->checks[i]);
+	vm_check_map_consistent(&a);
+	vm_gate_close(&r->ready);
+	for (e = 0; e < 3; e++)
+		tiers_bank_put(&tb[e]);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
 static const struct vm_test tiers_tests[] = {
     VM_TEST(basic_tiers_info_max_banks, "GET_INFO reports max_banks, the module parameter"),
     VM_TEST(basic_tiers_bank_table,
@@ -599,6 +1324,35 @@ static const struct vm_test tiers_tests[] = {
     VM_TEST(bad_input_tiers_replace_pinned_bank,
 	    "a bank with a pinned slot cannot be replaced (EBUSY); replacing another clears "
 	    "that bank's residency only"),
+    VM_TEST(basic_tiers_move_promote_demote,
+	    "EVICT_MOVE keeps the expert readable in its old slot while the new one fills; COMMIT "
+	    "moves it in one seq write and frees the old slot"),
+    VM_TEST(basic_tiers_move_of_cold_expert_fills,
+	    "EVICT_MOVE of an expert resident nowhere is an ordinary fill"),
+    VM_TEST(bad_input_tiers_move,
+	    "EVICT refuses a resident target without MOVE, a second move, a move onto its own "
+	    "slot (EEXIST), the old slot as a victim (EBUSY) and unknown flags (EINVAL)"),
+    VM_TEST(lifetime_tiers_move_abort, "ABORT of a move leaves the expert where it was"),
+    VM_TEST(lifetime_tiers_agent_killed_mid_move,
+	    "an agent killed during a demotion leaves the expert in exactly its old bank, whole"),
+    VM_TEST(lifetime_tiers_moved_slot_pinned,
+	    "a slot freed by a move while pinned keeps its bytes and is no copy destination until "
+	    "released"),
+    VM_TEST(lifetime_tiers_moved_slot_fast_pinned,
+	    "a slot freed by a move while fast-pinned is not reused, nor its bank replaced, until "
+	    "the fast pin goes"),
+    VM_TEST(lifetime_tiers_bank_set_drops_moves,
+	    "replacing a bank drops the moves into and out of it: experts stay where they were or "
+	    "go with the bank"),
+    VM_TEST(basic_tiers_stats_per_bank,
+	    "STATS with MOECACHE_STATS_BANK counts hits, commits, evictions and slot state of that "
+	    "bank's slots; a move is an eviction of the bank it leaves only"),
+    VM_TEST(bad_input_tiers_stats,
+	    "STATS_BANK past the banks, with a layer, or an unknown flag is EINVAL"),
+    VM_TEST_TIMEOUT(concurrency_tiers_moves_under_readers,
+		    "clients acquiring or fast-pinning experts read whole, right bytes while the "
+		    "agent moves them between banks, and never see one in two slots",
+		    60),
     VM_TEST(lifetime_tiers_warm_restart,
 	    "a new agent gets every bank back with BANK_GET, with the residency intact"),
 };

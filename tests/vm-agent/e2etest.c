@@ -1219,6 +1219,58 @@ static int test_tiers_three_banks_four_clients(struct e2e *e)
 	return ret;
 }
 
+static int test_tiers_static_placement_slices(struct e2e *e)
+{
+	static const char *const banks[] = {"0:cpu:0:32", "1:cpu:1:64", "2:cpu:2:64", NULL};
+	static const char *const placement[] = {"--tier-placement", "static", NULL};
+	const char *pool = "e2e-tiers-static";
+	uint32_t owner[160], in_bank[E2E_TIERS] = {0}, n_banks;
+	const struct moecache_map_bank *layout;
+	struct moecache *mc = NULL;
+	char log[512], out[512];
+	pid_t agent, client;
+	int ret = 0;
+
+	if (e2e_pool_create_banks(e, pool, banks))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, out, sizeof(out), pool, "client");
+	agent = e2e_agent_start(e, pool, log, placement);
+	if (e2e_agent_ready(e, log, 30000))
+		return -1;
+	client = e2e_tier_client_start(pool, out, 11, 12);
+	ret = e2e_wait(client, 300000);
+	if (ret == -ETIMEDOUT)
+		e2e_kill(client, SIGKILL);
+	ret = e2e_decode_verdict(e, ret, out);
+	if (!ret && !e2e_file_has(log, "(static placement)"))
+		ret = e2e_fail(e, "the agent does not say it places statically (see %s)", log);
+	if (!ret && !e2e_client(e, pool, &mc)) {
+		layout = e2e_banks(mc, &n_banks);
+		moecache_map_snapshot(moecache_map(mc), owner, NULL);
+		/* Two equal lower banks: experts 0..31 of each layer in bank 1, 32..63 in 2. */
+		for (uint32_t s = layout[1].slot_begin; s < 160 && !ret; s++) {
+			uint32_t b = e2e_bank_of(layout, n_banks, s), o = owner[s];
+
+			if (o == MOECACHE_NONE || (o & MOECACHE_OWNER_FILLING))
+				continue;
+			in_bank[b]++;
+			if ((b == 1) != (o % E2E_EXPERTS < E2E_EXPERTS / 2))
+				ret = e2e_fail(e,
+					       "bank %u holds expert %u of layer %u, not its slice",
+					       b, o % E2E_EXPERTS, o / E2E_EXPERTS);
+		}
+		if (!ret && (!in_bank[1] || !in_bank[2]))
+			ret = e2e_fail(e, "lower banks hold %u and %u experts: no demotion",
+				       in_bank[1], in_bank[2]);
+	}
+	moecache_close(mc);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
 /* A demotion in flight: a lower bank's slot filling with an expert resident in another. */
 static bool e2e_demotion_in_flight(struct moecache *mc)
 {
@@ -1362,6 +1414,9 @@ static const struct e2e_test e2e_tests[] = {
      "a pool of three CPU banks (10%, 20%, 20% of the experts) under 4 verifying clients, "
      "kill -9 and restart of the agent: lower banks serve hits, each expert in one bank",
      test_tiers_three_banks_four_clients},
+    {"basic_tiers_static_placement_slices",
+     "--tier-placement static: each lower bank holds only its slice of every layer's experts",
+     test_tiers_static_placement_slices},
     {"lifetime_tiers_kill_during_demotion",
      "the agent killed while it demotes: every expert in one bank or none, no slot half-copied",
      test_tiers_kill_during_demotion},

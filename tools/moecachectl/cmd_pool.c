@@ -1,19 +1,13 @@
 // SPDX-License-Identifier: MIT
-/*
- * moecachectl pool create|destroy|list|info, and flush: over generic
- * netlink. A pool with banks (--bank) is created through the device's
- * POOL_CREATE ioctl, which carries the banks' layout.
- */
+/* moecachectl pool create|destroy|list|info, and flush: over generic netlink. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <json-c/json.h>
-#include <libmoecache.h>
 
 #include "ctl.h"
 
@@ -102,38 +96,7 @@ enum {
 	OPT_HELP
 };
 
-/* A pool with banks: the ioctl carries their layout. */
-static int pool_create_banks(const struct ctl *ctl, struct ctl_create *c,
-			     const struct ctl_bank_spec *banks, uint32_t n_banks)
-{
-	struct moecache_bank_layout layout[CTL_MAX_BANKS];
-	struct moecache_pool_create *r = &c->req;
-	struct moecache *mc;
-	int ret;
-
-	for (uint32_t i = 0; i < n_banks; i++)
-		layout[i] = banks[i].layout;
-	if (!c->has_range)
-		r->expert_end = r->n_experts;
-	if (!c->has_uid)
-		r->uid = (uint32_t)geteuid();
-	if (!c->has_gid)
-		r->gid = (uint32_t)getegid();
-	if (!c->has_mode)
-		r->mode = 0600;
-	r->n_banks = n_banks;
-	r->banks = (uint64_t)(uintptr_t)layout;
-	ret = moecache_open(ctl->device, &mc);
-	if (ret)
-		return ctl_fail("%s: %s", ctl->device, strerror(-ret));
-	ret = moecache_pool_create(mc, r);
-	moecache_close(mc);
-	if (ret)
-		return ctl_pool_fail(NULL, r->name, ret);
-	return CTL_EXIT_OK;
-}
-
-static int pool_create(const struct ctl *ctl, int argc, char **argv)
+static int pool_create(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"layers", required_argument, NULL, OPT_LAYERS},
@@ -149,6 +112,7 @@ static int pool_create(const struct ctl *ctl, int argc, char **argv)
 	    {0},
 	};
 	struct ctl_bank_spec banks[CTL_MAX_BANKS];
+	struct moecache_bank_layout layout[CTL_MAX_BANKS];
 	uint32_t n_banks = 0, bank_slots;
 	char why[160];
 	struct moecache_pool_create *r;
@@ -240,8 +204,10 @@ static int pool_create(const struct ctl *ctl, int argc, char **argv)
 		return ctl_usage_fail("pool", "bad pool name '%s' (1 to %d of A-Z a-z 0-9 . _ -)",
 				      argv[optind], MOECACHE_NAME_LEN - 1);
 	snprintf(r->name, sizeof(r->name), "%s", argv[optind]);
-	if (n_banks)
-		return pool_create_banks(ctl, &c, banks, n_banks);
+	for (uint32_t i = 0; i < n_banks; i++)
+		layout[i] = banks[i].layout;
+	c.banks = layout;
+	c.n_banks = n_banks;
 
 	if (ctl_nl_connect(&nl))
 		return CTL_EXIT_FAIL;
@@ -405,7 +371,7 @@ int ctl_cmd_pool(struct ctl *ctl, int argc, char **argv)
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
 		return pool_help(stdout, CTL_EXIT_OK);
 	if (!strcmp(argv[1], "create"))
-		return pool_create(ctl, argc - 1, argv + 1);
+		return pool_create(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "destroy"))
 		return pool_destroy(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "list"))

@@ -1,9 +1,5 @@
 // SPDX-License-Identifier: MIT
-/*
- * moecachectl stats and top: the driver's counters, over generic netlink;
- * a pool's banks (tiers) through the device: the map's bank table and
- * MOECACHE_STATS_BANK, read as a client would.
- */
+/* moecachectl stats and top: the driver's counters, over generic netlink. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -14,7 +10,6 @@
 #include <time.h>
 
 #include <json-c/json.h>
-#include <libmoecache.h>
 
 #include "ctl.h"
 
@@ -158,49 +153,11 @@ static void stats_state(const struct moecache_stats *st)
 
 /* ---- banks ---- */
 
+/* A pool's banks, from its STATS reply; n 0 for a pool of one bank. */
 struct bank_stats {
-	struct moecache_map_bank layout[CTL_MAX_BANKS];
-	struct moecache_stats st[CTL_MAX_BANKS];
-	uint32_t n; /* 0 for a pool of one bank */
+	struct ctl_bank bank[CTL_MAX_BANKS];
+	uint32_t n;
 };
-
-/*
- * The banks of pool and their counters, when it has more than one. Reads
- * them through the device, attached as a client for the moment it takes.
- */
-static int fetch_banks(const struct ctl *ctl, const char *pool, struct bank_stats *b)
-{
-	const struct moecache_map_header *hdr;
-	const struct moecache_map_bank *l;
-	struct moecache *mc;
-	int ret;
-
-	b->n = 0;
-	ret = moecache_open(ctl->device, &mc);
-	if (ret)
-		return ret;
-	ret = moecache_attach(mc, pool, MOECACHE_ROLE_CLIENT);
-	if (ret)
-		goto out;
-	hdr = moecache_map(mc)->hdr;
-	if (hdr->n_banks <= 1)
-		goto out;
-	if (hdr->n_banks > CTL_MAX_BANKS || !hdr->bank_off) {
-		ret = -EPROTO;
-		goto out;
-	}
-	l = (const struct moecache_map_bank *)((const char *)hdr + hdr->bank_off);
-	for (uint32_t i = 0; i < hdr->n_banks; i++) {
-		b->layout[i] = l[i];
-		ret = moecache_stats_bank(mc, i, &b->st[i]);
-		if (ret)
-			goto out;
-	}
-	b->n = hdr->n_banks;
-out:
-	moecache_close(mc);
-	return ret;
-}
 
 static double bank_hit_rate(const struct moecache_stats *bank, const struct moecache_stats *pool)
 {
@@ -214,8 +171,8 @@ static struct json_object *banks_json(const struct bank_stats *b, const struct m
 	struct json_object *a = json_object_new_array();
 
 	for (uint32_t i = 0; i < b->n; i++) {
-		const struct moecache_map_bank *l = &b->layout[i];
-		const struct moecache_stats *st = &b->st[i];
+		const struct moecache_map_bank *l = &b->bank[i].layout;
+		const struct moecache_stats *st = &b->bank[i].st;
 		struct json_object *o = json_object_new_object();
 
 		add_u64(o, "bank", i);
@@ -247,8 +204,8 @@ static void banks_text(const struct bank_stats *b, const struct moecache_stats *
 	printf("\n%-5s %4s %-7s %6s %7s %9s %12s %6s %10s %10s\n", "bank", "tier", "backend",
 	       "device", "slots", "resident", "hits", "hit%", "evictions", "commits");
 	for (uint32_t i = 0; i < b->n; i++) {
-		const struct moecache_map_bank *l = &b->layout[i];
-		const struct moecache_stats *st = &b->st[i];
+		const struct moecache_map_bank *l = &b->bank[i].layout;
+		const struct moecache_stats *st = &b->bank[i].st;
 
 		printf("%-5u %4u %-7s %6u %7u %9u %12llu %6.1f %10llu %10llu\n", i, l->tier,
 		       ctl_backend_name(l->backend), l->device, l->n_slots, st->resident,
@@ -282,13 +239,23 @@ static int collect(uint32_t layer, const struct moecache_stats *st, void *arg)
 	return 0;
 }
 
-/* The pool's stats then its layers'; the pool's must come first. */
-static int fetch_all(struct ctl_nl *nl, const char *pool, struct stats_all *all)
+/*
+ * The pool's stats then its layers'; the pool's must come first. banks
+ * (may be NULL) receives the pool's banks when it has several.
+ */
+static int fetch_all(struct ctl_nl *nl, const char *pool, struct stats_all *all,
+		     struct bank_stats *banks)
 {
 	int ret;
 
 	all->n = 0;
-	ret = ctl_nl_stats_dump(nl, pool, collect, all);
+	if (!banks)
+		ret = ctl_nl_stats_dump(nl, pool, collect, all);
+	else
+		ret = ctl_nl_stats_dump_banks(nl, pool, collect, all, banks->bank, CTL_MAX_BANKS,
+					      &banks->n);
+	if (!ret && banks && banks->n == 1)
+		banks->n = 0; /* one bank: the pool's rows say it all */
 	if (!ret && (!all->n || all->v[0].layer != MOECACHE_NONE))
 		ret = -EPROTO;
 	return ret;
@@ -355,11 +322,7 @@ int ctl_cmd_stats(struct ctl *ctl, int argc, char **argv)
 		return ret;
 	}
 
-	ret = fetch_all(&nl, pool, &all);
-	/* The pool's own counters do not depend on the device: only the banks' rows do. */
-	if (!ret && fetch_banks(ctl, pool, &banks) < 0)
-		fprintf(stderr, CTL_PROG ": pool '%s': no per-bank rows (%s unreadable)\n", pool,
-			ctl->device);
+	ret = fetch_all(&nl, pool, &all, &banks);
 	if (ret) {
 		ret = ctl_pool_fail(&nl, pool, ret);
 	} else if (json) {
@@ -437,7 +400,7 @@ static void top_banks(const struct bank_stats *now, const struct bank_stats *bef
 	printf("\n%-5s %4s %-7s %6s %10s %6s %10s %9s\n", "bank", "tier", "backend", "device",
 	       "hits/s", "hit%", "commit/s", "resident");
 	for (uint32_t i = 0; i < now->n; i++) {
-		const struct moecache_stats *a = &now->st[i], *b = &before->st[i];
+		const struct moecache_stats *a = &now->bank[i].st, *b = &before->bank[i].st;
 		char ratio[16];
 
 		if (acc)
@@ -445,8 +408,8 @@ static void top_banks(const struct bank_stats *now, const struct bank_stats *bef
 				 100.0 * (double)(a->hits - b->hits) / (double)acc);
 		else
 			snprintf(ratio, sizeof(ratio), "-");
-		printf("%-5u %4u %-7s %6u %10.0f %6s %10.0f %9u\n", i, now->layout[i].tier,
-		       ctl_backend_name(now->layout[i].backend), now->layout[i].device,
+		printf("%-5u %4u %-7s %6u %10.0f %6s %10.0f %9u\n", i, now->bank[i].layout.tier,
+		       ctl_backend_name(now->bank[i].layout.backend), now->bank[i].layout.device,
 		       rate(a->hits, b->hits, seconds), ratio,
 		       rate(a->commits, b->commits, seconds), a->resident);
 	}
@@ -519,20 +482,15 @@ int ctl_cmd_top(struct ctl *ctl, int argc, char **argv)
 		return CTL_EXIT_FAIL;
 	ba = calloc(1, sizeof(*ba));
 	bb = calloc(1, sizeof(*bb));
-	ret = ba && bb ? fetch_all(&nl, pool, &a) : -ENOMEM;
-	if (!ret && fetch_banks(ctl, pool, ba) < 0)
-		fprintf(stderr, CTL_PROG ": pool '%s': no per-bank rows (%s unreadable)\n", pool,
-			ctl->device);
+	ret = ba && bb ? fetch_all(&nl, pool, &a, ba) : -ENOMEM;
 	for (i = 0; !ret && (!iterations || i < iterations); i++) {
 		ts.tv_sec = (time_t)interval;
 		ts.tv_nsec = (long)((interval - (double)ts.tv_sec) * 1e9);
 		while (nanosleep(&ts, &ts) && errno == EINTR)
 			;
-		ret = fetch_all(&nl, pool, &b);
+		ret = fetch_all(&nl, pool, &b, bb);
 		if (ret)
 			break;
-		if (ba->n && fetch_banks(ctl, pool, bb) < 0)
-			bb->n = 0;
 		top_screen(pool, &b, &a, interval, ctl->stdout_tty);
 		top_banks(bb, ba, &b, &a, interval);
 		if (!ctl->stdout_tty)

@@ -1017,26 +1017,6 @@ static pid_t e2e_tier_client_start(const char *pool, const char *out, uint64_t s
 	return pid;
 }
 
-/* The number after "key " in a client's report, or 0. */
-static uint64_t e2e_report_u64(const char *path, const char *key)
-{
-	char buf[4096], *at;
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	for (at = buf; (at = strstr(at, key)); at++)
-		if ((at == buf || at[-1] == '\n') && at[strlen(key)] == ' ')
-			return strtoull(at + strlen(key) + 1, NULL, 10);
-	return 0;
-}
-
 /*
  * Every expert is resident in at most one bank: owner[] names it in one
  * slot at most, and map[] points there. per_bank (may be NULL) receives
@@ -1135,11 +1115,11 @@ static int test_tiers_three_banks_four_clients(struct e2e *e)
 {
 	const char *pool = "e2e-tiers";
 	uint32_t per_bank[E2E_TIERS] = {0};
-	uint64_t hits[E2E_TIERS] = {0}, all_hits = 0, misses = 0;
+	struct moecache_stats bank[E2E_TIERS], st;
 	char log[512], log2[512], out[4][512];
 	struct moecache *mc = NULL;
-	struct moecache_stats st;
 	pid_t agent, clients[4];
+	uint64_t accesses;
 	int ret = 0;
 
 	if (e2e_pool_create_banks(e, pool, e2e_three_tiers))
@@ -1149,15 +1129,15 @@ static int test_tiers_three_banks_four_clients(struct e2e *e)
 	agent = e2e_agent_start(e, pool, log, NULL);
 	if (e2e_agent_ready(e, log, 30000))
 		return -1;
+	/* moecache-decode runs each expert in the bank it is in and checks every output. */
 	for (int i = 0; i < 4; i++) {
 		char name[32];
 
 		snprintf(name, sizeof(name), "client%d", i);
 		e2e_path(e, out[i], sizeof(out[i]), pool, name);
-		clients[i] =
-		    e2e_tier_client_start(pool, out[i], 0x9e3779b97f4a7c15ull * (i + 1), 24);
+		clients[i] = e2e_decode_start(e, pool, out[i], (uint32_t)i * 60, 40);
 	}
-	/* kill -9 once the tiers are busy: tier 0 full and demotions under way. */
+	/* kill -9 once the tiers are busy: tier 0 turned over, demotions under way. */
 	while (!e2e_stats(e, pool, &st) && st.commits < E2E_TIER0_SLOTS * 2 &&
 	       e2e_wait(clients[0], 0) == -ETIMEDOUT)
 		e2e_sleep_ms(50);
@@ -1175,41 +1155,32 @@ static int test_tiers_three_banks_four_clients(struct e2e *e)
 		ret = -1;
 	if (!ret && !e2e_file_has(log2, "warm restart: 3 banks adopted"))
 		ret = e2e_fail(e, "the new agent did not adopt the three banks (see %s)", log2);
-	for (int i = 0; i < 4; i++) {
-		int status = e2e_wait(clients[i], 600000);
-
-		if (status == -ETIMEDOUT)
-			e2e_kill(clients[i], SIGKILL);
-		if (e2e_decode_verdict(e, status, out[i]))
+	for (int i = 0; i < 4; i++)
+		if (e2e_decode_check(e, clients[i], out[i], 600000))
 			ret = -1;
-		for (uint32_t b = 0; b < E2E_TIERS; b++) {
-			char key[16];
-
-			snprintf(key, sizeof(key), "bank %u hits", b);
-			hits[b] += e2e_report_u64(out[i], key);
-		}
-		all_hits += e2e_report_u64(out[i], "hits");
-		misses += e2e_report_u64(out[i], "misses");
-	}
 	if (!ret && mc)
 		ret = e2e_check_one_bank(e, mc, per_bank);
 	/* Only demotions put experts into the lower banks. */
 	if (!ret && (per_bank[1] == 0 || per_bank[2] == 0))
 		ret = e2e_fail(e, "resident per bank %u, %u, %u: a lower bank stayed empty",
 			       per_bank[0], per_bank[1], per_bank[2]);
-	if (!ret && hits[1] + hits[2] == 0)
-		ret = e2e_fail(e, "no hit was served from a lower bank");
-	if (!ret)
-		ret = e2e_ctl_bank_rows(e, pool);
-	if (all_hits + misses)
+	for (uint32_t b = 0; !ret && b < E2E_TIERS; b++)
+		if (moecache_stats_bank(mc, b, &bank[b]))
+			ret = e2e_fail(e, "no stats of bank %u", b);
+	if (!ret && !e2e_stats(e, pool, &st)) {
+		accesses = st.hits + st.misses;
 		printf("# tiers: hit rate tier 0 %.3f, tier 1 %.3f, tier 2 %.3f, miss %.3f "
 		       "(%llu accesses; resident %u/%u/%u)\n",
-		       (double)hits[0] / (double)(all_hits + misses),
-		       (double)hits[1] / (double)(all_hits + misses),
-		       (double)hits[2] / (double)(all_hits + misses),
-		       (double)misses / (double)(all_hits + misses),
-		       (unsigned long long)(all_hits + misses), per_bank[0], per_bank[1],
-		       per_bank[2]);
+		       (double)bank[0].hits / (double)accesses,
+		       (double)bank[1].hits / (double)accesses,
+		       (double)bank[2].hits / (double)accesses,
+		       (double)st.misses / (double)accesses, (unsigned long long)accesses,
+		       per_bank[0], per_bank[1], per_bank[2]);
+		if (bank[1].hits + bank[2].hits == 0)
+			ret = e2e_fail(e, "no hit was served from a lower bank");
+	}
+	if (!ret)
+		ret = e2e_ctl_bank_rows(e, pool);
 	moecache_close(mc);
 	if (e2e_agent_stop(e, agent))
 		ret = -1;
@@ -1411,8 +1382,8 @@ static const struct e2e_test e2e_tests[] = {
      "SIGTERM with copies in flight commits them and exits 0, aborting nothing",
      test_sigterm_finishes_copies},
     {"basic_tiers_three_banks_four_clients",
-     "a pool of three CPU banks (10%, 20%, 20% of the experts) under 4 verifying clients, "
-     "kill -9 and restart of the agent: lower banks serve hits, each expert in one bank",
+     "a pool of three CPU banks (10%, 20%, 20% of the experts) under 4 verifying decode "
+     "clients, kill -9 and restart of the agent: lower banks serve hits, each expert in one bank",
      test_tiers_three_banks_four_clients},
     {"basic_tiers_static_placement_slices",
      "--tier-placement static: each lower bank holds only its slice of every layer's experts",

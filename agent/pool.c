@@ -1612,6 +1612,7 @@ static void pool_teardown(struct agent_pool *p)
 		if (p->policy)
 			agent_slots_destroy(&p->slots);
 		moe_policy_destroy(p->policy);
+		free(p->banks); /* a bank table read and refused */
 	}
 	moe_profile_free(&p->profile);
 	moecache_close(p->mc);

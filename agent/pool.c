@@ -556,16 +556,19 @@ static void pool_plan_free(struct agent_pool *p, struct pool_plan *pl)
  */
 static int pool_plan_abandon(struct agent_pool *p, struct pool_plan *pl, bool requeue)
 {
-	uint32_t idx = pl->steps[pl->n - 1].idx, layer, expert;
-	bool wanted = pl->wanted;
+	/* A decision that failed before its first move has no steps. */
+	uint32_t idx = pl->n ? pl->steps[pl->n - 1].idx : MOECACHE_NONE, layer, expert;
+	bool wanted = pl->wanted && idx != MOECACHE_NONE;
 
 	for (uint32_t i = pl->next; i < pl->n; i++)
 		agent_slots_aborted(&p->banks[pl->steps[i].bank].slots, pl->steps[i].slot);
 	pool_plan_free(p, pl);
 	agent_tiers_sync(&p->tiers);
 	p->n_aborts++;
+	if (!requeue || !wanted)
+		return 0;
 	pool_idx_ids(p, idx, &layer, &expert);
-	if (requeue && wanted && moecache_map_slot(p->map, layer, expert) == MOECACHE_NONE)
+	if (moecache_map_slot(p->map, layer, expert) == MOECACHE_NONE)
 		return pool_enqueue(p, idx, true);
 	return 0;
 }
@@ -704,8 +707,9 @@ static int pool_plan_run(struct agent_pool *p, uint32_t idx, bool promote, bool 
 		      : agent_tiers_fill_as(&p->tiers, idx, prefetch);
 	p->building = NULL;
 	if (ret < 0 || !pl->n) {
+		/* A client pinned the victim between the policy's look and the check. */
 		if (ret == -EPROTO)
-			agent_err(p->log, p->name, "the policy named a slot it may not take");
+			agent_info(p->log, p->name, "a victim was pinned meanwhile: retried");
 		/* Nothing was started: the views go back to the map. */
 		if (pl->n || ret == -EPROTO)
 			pool_plan_abandon(p, pl, false);

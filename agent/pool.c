@@ -161,7 +161,6 @@ struct agent_pool {
 	uint32_t n_plans;	    /* in use */
 	uint32_t *slot_plan;	    /* [n_slots]: 1 + the plan whose copy fills the slot, or 0 */
 	struct pool_plan *building; /* where agent_tiers' moves are recorded */
-	bool plans_waiting;	    /* a plan's EVICT said EBUSY: retried on the timer */
 	uint64_t n_peer_copies, n_host_moves, n_tier_promotions;
 };
 
@@ -592,9 +591,14 @@ static int pool_plan_step(struct agent_pool *p, struct pool_plan *pl)
 				   cur != MOECACHE_NONE ? MOECACHE_EVICT_MOVE : 0, &old_layer,
 				   &old_expert);
 	if (ret == -EBUSY) {
-		/* A client still pins what the slot held: retried on the timer. */
-		p->plans_waiting = true;
-		return 0;
+		/*
+		 * A client pinned what the slot held after the decision, or still
+		 * pins the slot a move of this plan left. That client may be
+		 * waiting for this very plan: waiting here could deadlock, so the
+		 * request is decided again, without this slot for the round.
+		 */
+		agent_slots_exclude(&b->slots, st->slot);
+		return pool_plan_abandon(p, pl, true);
 	}
 	if (ret) {
 		agent_warn(p->log, p->name, "evict slot %u for %u/%u%s: %s", global, c.layer,
@@ -675,23 +679,6 @@ static int pool_collect_bank(struct agent_pool *p, uint32_t bank)
 	return 0;
 }
 
-/* Plans whose EVICT said EBUSY, again. */
-static int pool_plans_retry(struct agent_pool *p)
-{
-	p->plans_waiting = false;
-	for (uint32_t i = 0; i < POOL_MAX_PLANS && p->n_plans; i++) {
-		struct pool_plan *pl = &p->plans[i];
-		int ret;
-
-		if (!pl->in_use || pl->started)
-			continue;
-		ret = pool_plan_step(p, pl);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
 /* Records what agent_tiers decides for one expert (fill or promote) and starts it. */
 static int pool_plan_run(struct agent_pool *p, uint32_t idx, bool promote, bool prefetch)
 {
@@ -740,9 +727,13 @@ static enum pool_serve_result pool_serve_tiered(struct agent_pool *p, uint32_t i
 			return SERVE_WAIT;
 	}
 	ret = pool_plan_run(p, idx, false, prefetch);
-	if (ret == -ENOMEM)
+	if (ret < 0)
 		return SERVE_WAIT;
-	return ret < 0 ? SERVE_WAIT : SERVE_STARTED;
+	/* A plan dropped at its first EVICT (a pin won the race): the request stays queued. */
+	if (agent_tiers_where(&p->tiers, idx, NULL) == AGENT_TIER_NONE &&
+	    moecache_map_slot(p->map, layer, expert) == MOECACHE_NONE)
+		return SERVE_WAIT;
+	return SERVE_STARTED;
 }
 
 /*
@@ -859,12 +850,6 @@ static int pool_schedule(struct agent_pool *p)
 	uint32_t idx;
 
 	p->starved = false;
-	if (p->plans_waiting) {
-		int ret = pool_plans_retry(p);
-
-		if (ret)
-			return ret;
-	}
 	if (!p->demand.len && !p->prefetch.len)
 		return 0;
 	if (!p->warned_unloaded && !(moecache_map_flags(p->map) & MOECACHE_POOL_LOADED)) {
@@ -1259,9 +1244,8 @@ static int pool_loop(struct agent_pool *p)
 			pool_warm_step(p);
 		}
 		/* Parked prefetches are watched closely: a client may be waiting on one. */
-		ret = pool_set_timer(p, p->starved || p->parked.len || p->plans_waiting
-					    ? p->cfg->retry_ms
-					    : p->cfg->tick_ms);
+		ret = pool_set_timer(p, p->starved || p->parked.len ? p->cfg->retry_ms
+								    : p->cfg->tick_ms);
 		if (ret)
 			return ret;
 	}

@@ -191,6 +191,9 @@ int agent_slots_find_free(struct agent_slots *s)
 		if (s->excluded[slot] == s->round || s->held[slot] != MOECACHE_NONE ||
 		    moecache_map_owner(s->map, s->slot_begin + slot) != MOECACHE_NONE)
 			continue;
+		/* A slot a move left keeps its pins until they are released. */
+		if (moecache_map_pins(s->map, s->slot_begin + slot))
+			continue;
 		s->free_cursor = (slot + 1) % s->n_slots;
 		return (int)slot;
 	}

@@ -149,6 +149,7 @@ struct agent_pool {
 	uint32_t n_clients;
 
 	uint64_t n_requests, n_fills, n_evictions, n_aborts, n_parked, n_promoted;
+	uint64_t n_cancelled; /* prefetch copies cancelled for a starved demand */
 
 	/* The request path's view: &slots, or bank 0's with several banks. */
 	struct agent_slots *view;
@@ -844,6 +845,24 @@ static uint64_t pool_step_window(const struct agent_pool *p)
 	return (uint64_t)p->info->n_layers * (p->n_clients ? p->n_clients : 1);
 }
 
+/*
+ * A demand miss finds every slot pinned or filling: the prefetch copies
+ * not finished are cancelled (a queued one at once, a running one after
+ * its chunk; copy_queue.h), so that no prefetch stands in front of a demand
+ * miss; their slots come back through pool_collect. Demand copies are
+ * never cancelled (the engine answers -ENOENT for them), nor anything by
+ * an engine without cancel.
+ */
+static void pool_cancel_prefetches(struct agent_pool *p)
+{
+	for (uint32_t idx = 0; idx < p->n_idx && p->prefetch_inflight; idx++) {
+		uint32_t slot = p->slots.filling[idx];
+
+		if (slot != MOECACHE_NONE)
+			agent_backend_cancel(p->be, slot);
+	}
+}
+
 static int pool_schedule(struct agent_pool *p)
 {
 	uint64_t clock, window;
@@ -874,6 +893,7 @@ static int pool_schedule(struct agent_pool *p)
 		}
 		if (pool_serve(p, idx, false) == SERVE_WAIT) {
 			p->starved = true;
+			pool_cancel_prefetches(p);
 			if (!p->warned_starved)
 				agent_warn(p->log, p->name,
 					   "no slot may be taken (all pinned or filling): %u "
@@ -1032,6 +1052,13 @@ static int pool_collect(struct agent_pool *p)
 
 			if ((c->flags & MOECACHE_FILL_PREFETCH) && p->prefetch_inflight)
 				p->prefetch_inflight--;
+			if (c->status == -ECANCELED && (c->flags & MOECACHE_FILL_PREFETCH)) {
+				/* pool_cancel_prefetches: the slot goes back, no error. */
+				p->n_cancelled++;
+				pool_abort_fill(p, c->slot,
+						moecache_map_idx(p->map, c->layer, c->expert));
+				continue;
+			}
 			if (c->status) {
 				agent_err(p->log, p->name, "copy into slot %u failed: %s", c->slot,
 					  strerror(-c->status));
@@ -1080,13 +1107,13 @@ static void pool_log_stats(struct agent_pool *p)
 	agent_info(p->log, p->name,
 		   "resident=%u filling=%u pinned=%u clients=%u hits=%llu misses=%llu "
 		   "requests=%llu fills=%llu evictions=%llu aborts=%llu parked=%llu promoted=%llu "
-		   "parked_now=%u",
+		   "parked_now=%u cancelled=%llu",
 		   st.resident, st.filling, st.pinned_slots, st.n_clients,
 		   (unsigned long long)st.hits, (unsigned long long)st.misses,
 		   (unsigned long long)p->n_requests, (unsigned long long)p->n_fills,
 		   (unsigned long long)p->n_evictions, (unsigned long long)p->n_aborts,
 		   (unsigned long long)p->n_parked, (unsigned long long)p->n_promoted,
-		   p->parked.len);
+		   p->parked.len, (unsigned long long)p->n_cancelled);
 	for (uint32_t i = 0; i < p->n_banks && p->tiers_ready; i++) {
 		const struct agent_tier_stats *ts = &p->tiers.stats[i];
 		struct moecache_stats bs;

@@ -76,6 +76,11 @@ int agent_backend_copy(struct agent_backend *be, const struct agent_copy *c)
 	return be->ops->copy(be->priv, c);
 }
 
+int agent_backend_cancel(struct agent_backend *be, uint32_t slot)
+{
+	return be->ops->cancel ? be->ops->cancel(be->priv, slot) : -EOPNOTSUPP;
+}
+
 int agent_backend_completion_fd(const struct agent_backend *be)
 {
 	return be->ops->completion_fd(be->priv);

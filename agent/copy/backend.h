@@ -42,6 +42,11 @@ struct agent_backend_config {
 	uint32_t n_slots; /* this bank's slots */
 	uint32_t bank;	  /* bank index in the pool */
 	uint32_t device;  /* the bank's device ordinal (moecache_bank_layout.device) */
+	/*
+	 * cuda, rocm: the bank goes on device (a layout that names it); false:
+	 * the backend chooses among gpu->devices' candidates (backend NONE).
+	 */
+	bool fixed_device;
 	uint64_t expert_bytes;
 	uint32_t copy_threads;
 	uint32_t copy_delay_us;
@@ -70,6 +75,15 @@ void *agent_backend_slot(struct agent_backend *be, uint32_t slot);
 
 /* Queues a copy of expert_bytes from c->src into c->slot. */
 int agent_backend_copy(struct agent_backend *be, const struct agent_copy *c);
+/*
+ * Cancels the prefetch copy (MOECACHE_FILL_PREFETCH) into slot that has not
+ * finished: it completes with status -ECANCELED, at once if it had not
+ * started or was between two chunks, else after its running chunk; the
+ * caller aborts the fill as for a failed copy. 0, -ENOENT (no prefetch
+ * into slot: finished, or a demand copy, which is never cancelled) or
+ * -EOPNOTSUPP (an engine without cancel).
+ */
+int agent_backend_cancel(struct agent_backend *be, uint32_t slot);
 /* Readable while completions wait to be collected. */
 int agent_backend_completion_fd(const struct agent_backend *be);
 /* Collects up to max finished copies; returns how many. */

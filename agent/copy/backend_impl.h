@@ -21,6 +21,8 @@ struct agent_backend_ops {
 	/* optional (NULL: no device-to-device copies); called only when both sides have this ops */
 	bool (*can_peer)(const void *dst, const void *src);
 	int (*copy_peer)(void *dst, void *src, uint32_t src_slot, const struct agent_copy *c);
+	/* optional (NULL: -EOPNOTSUPP): agent_backend_cancel; copy_queue.h's sched does it */
+	int (*cancel)(void *priv, uint32_t slot);
 };
 
 extern const struct agent_backend_ops agent_cpu_backend;

@@ -41,6 +41,84 @@ int agent_copy_queue_push(struct agent_copy_queue *q, const struct agent_copy *c
 bool agent_copy_queue_pop(struct agent_copy_queue *q, struct agent_copy *out);
 void agent_copy_queue_free(struct agent_copy_queue *q);
 
+/*
+ * The order in which an engine's workers take copies, shared by the
+ * engines: demand copies (a client waits) first, each whole; then
+ * prefetches (hints, warm-up), in pieces of chunk_bytes, so that a demand
+ * copy queued while a prefetch is under way starts at the prefetch's next
+ * chunk boundary instead of after the whole expert; and a prefetch that
+ * turned wrong can be cancelled while it is queued or between two of its
+ * chunks. A prefetch set aside for a demand copy is resumed before any new
+ * one starts, so at most n_workers prefetches are ever started and not
+ * finished: their room is allocated at init, and nothing on a worker's
+ * path allocates.
+ *
+ * An engine pushes copies, and each worker loops: agent_copy_sched_next
+ * (a piece to do, or nothing), the bytes [offset, offset + len) of the
+ * expert copied with the lock dropped, then agent_copy_sched_piece_done,
+ * which says when the whole copy is over (done, failed or cancelled) and
+ * goes to the finished side. Under the engine's lock, as the rest of this
+ * file.
+ */
+#define AGENT_COPY_CHUNK_BYTES (1ull << 20)
+
+struct agent_copy_piece {
+	struct agent_copy copy;
+	uint64_t offset, len; /* bytes of the expert this piece copies */
+	uint32_t worker;      /* the started prefetch it belongs to, or UINT32_MAX */
+};
+
+struct agent_copy_started {
+	struct agent_copy copy;
+	uint64_t done;	/* bytes copied */
+	bool used;	/* started, not finished */
+	bool running;	/* a piece of it is being copied now */
+	bool cancelled; /* finish it as -ECANCELED after the running piece */
+	int status;	/* the first failed piece's, or 0 */
+};
+
+struct agent_copy_sched {
+	struct agent_copy_queue demand;	  /* whole copies, first */
+	struct agent_copy_queue prefetch; /* not started */
+	struct agent_copy_started *started;
+	uint32_t n_started;
+	uint64_t expert_bytes;
+	uint64_t chunk_bytes; /* >= expert_bytes: whole prefetches */
+	uint64_t n_cancelled, n_overtaken;
+};
+
+/* chunk_bytes 0: AGENT_COPY_CHUNK_BYTES. 0, -EINVAL (no workers or bytes) or -ENOMEM. */
+int agent_copy_sched_init(struct agent_copy_sched *s, uint32_t n_workers, uint64_t expert_bytes,
+			  uint64_t chunk_bytes);
+void agent_copy_sched_fini(struct agent_copy_sched *s);
+/* Queues c: a prefetch if c->flags has MOECACHE_FILL_PREFETCH, else a demand copy. */
+int agent_copy_sched_push(struct agent_copy_sched *s, const struct agent_copy *c);
+/*
+ * The next piece to copy: the oldest demand copy whole; else a started
+ * prefetch not running (set aside, or between chunks), its next chunk;
+ * else the oldest queued prefetch's first chunk. False: nothing to do.
+ */
+bool agent_copy_sched_next(struct agent_copy_sched *s, struct agent_copy_piece *p);
+/*
+ * The piece p was copied with status (0 or -errno). True when its copy is
+ * over: then *done is the copy with its status (-ECANCELED for a prefetch
+ * cancelled meanwhile), for the finished side. False: a prefetch has
+ * chunks left; it is set aside (a demand copy waits) or continues.
+ */
+bool agent_copy_sched_piece_done(struct agent_copy_sched *s, const struct agent_copy_piece *p,
+				 int status, struct agent_copy *done);
+/*
+ * Cancels the prefetch into slot. 0: it was queued or set aside between
+ * chunks; *out is the copy with status -ECANCELED, which the caller
+ * finishes like any copy (the slot's bytes are not the expert's). A
+ * running one is -EINPROGRESS: it finishes as -ECANCELED after its
+ * current chunk. -ENOENT: no prefetch into slot (a demand copy is never
+ * cancelled).
+ */
+int agent_copy_sched_cancel(struct agent_copy_sched *s, uint32_t slot, struct agent_copy *out);
+/* Nothing queued and no prefetch started. */
+bool agent_copy_sched_idle(const struct agent_copy_sched *s);
+
 /* Makes done_fd readable: a copy finished. */
 void agent_done_signal(int done_fd);
 

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * The CPU backend: the bank is a memfd in host memory, copies are done by
- * a pool of memcpy threads so that several are in flight at once.
- * Finished copies are queued and signalled on an eventfd.
+ * a pool of memcpy threads so that several are in flight at once, in the
+ * order of copy_queue.h's scheduler (demand copies first, prefetches in
+ * chunks a demand copy overtakes, cancellable). Finished copies are queued
+ * and signalled on an eventfd.
  *
  * Every bank of a pool is its own instance and its own sealed memfd (its
  * device ordinal only names it). Any two CPU banks can copy between each
@@ -34,8 +36,7 @@ struct cpu_backend {
 	uint64_t slot_stride;
 
 	/* Under eng.lock. */
-	struct agent_copy_queue demand;	  /* copies a client waits for: first */
-	struct agent_copy_queue prefetch; /* predictions and warm-up: when idle */
+	struct agent_copy_sched sched; /* demand first; prefetches in chunks */
 	pthread_t *threads;
 	uint32_t n_threads;
 };
@@ -48,36 +49,47 @@ static void cpu_sleep_us(uint32_t us)
 		;
 }
 
-static void cpu_do_copy(struct cpu_backend *cb, struct agent_copy *c, uint32_t delay_us)
+static void cpu_do_piece(struct cpu_backend *cb, const struct agent_copy_piece *p,
+			 uint32_t delay_us)
 {
-	char *dst = (char *)cb->bank + (uint64_t)c->slot * cb->slot_stride;
+	char *dst = (char *)cb->bank + (uint64_t)p->copy.slot * cb->slot_stride + p->offset;
+	const char *src = (const char *)p->copy.src + p->offset;
 	uint64_t half = cb->cfg.expert_bytes / 2;
 
-	/* With a delay, the slot stays half-written for a while: tests use it to
-	 * check that nobody can see a slot before its commit. Without one, the
-	 * expert is one memcpy, as a plain copy of the same bytes would be. */
-	if (!delay_us) {
-		memcpy(dst, c->src, cb->cfg.expert_bytes);
-		c->status = 0;
+	/* With a delay, the slot stays half-written for a while (in the piece
+	 * that holds the expert's middle): tests use it to check that nobody can
+	 * see a slot before its commit. Without one, a piece is one memcpy. */
+	if (!delay_us || half < p->offset || half >= p->offset + p->len) {
+		memcpy(dst, src, p->len);
 		return;
 	}
-	memcpy(dst, c->src, half);
+	memcpy(dst, src, half - p->offset);
 	cpu_sleep_us(delay_us);
-	memcpy(dst + half, (const char *)c->src + half, cb->cfg.expert_bytes - half);
-	c->status = 0;
+	memcpy(dst + (half - p->offset), src + (half - p->offset), p->offset + p->len - half);
+}
+
+/* A copy is over (under eng.lock; room was reserved): onto done, the collector woken. */
+static void cpu_finish(struct cpu_backend *cb, const struct agent_copy *c)
+{
+	if (agent_copy_engine_done(&cb->eng, c)) {
+		/* Woken without the lock held, the collector does not wait for it. */
+		pthread_mutex_unlock(&cb->eng.lock);
+		agent_copy_engine_signal(&cb->eng);
+		pthread_mutex_lock(&cb->eng.lock);
+	}
 }
 
 static void *cpu_worker(void *arg)
 {
 	struct cpu_backend *cb = arg;
+	struct agent_copy_piece piece;
 	struct agent_copy c;
 
 	pthread_mutex_lock(&cb->eng.lock);
 	for (;;) {
 		uint32_t delay;
 
-		while (!agent_copy_queue_pop(&cb->demand, &c) &&
-		       !agent_copy_queue_pop(&cb->prefetch, &c)) {
+		while (!agent_copy_sched_next(&cb->sched, &piece)) {
 			if (cb->eng.stopping) {
 				pthread_mutex_unlock(&cb->eng.lock);
 				return NULL;
@@ -87,16 +99,12 @@ static void *cpu_worker(void *arg)
 		delay = cb->eng.copy_delay_us;
 		pthread_mutex_unlock(&cb->eng.lock);
 
-		cpu_do_copy(cb, &c, delay);
+		cpu_do_piece(cb, &piece, delay);
 
 		pthread_mutex_lock(&cb->eng.lock);
 		/* Cannot fail: cpu_copy reserved room for every copy in flight. */
-		if (agent_copy_engine_done(&cb->eng, &c)) {
-			/* Woken without the lock held, the collector does not wait for it. */
-			pthread_mutex_unlock(&cb->eng.lock);
-			agent_copy_engine_signal(&cb->eng);
-			pthread_mutex_lock(&cb->eng.lock);
-		}
+		if (agent_copy_sched_piece_done(&cb->sched, &piece, 0, &c))
+			cpu_finish(cb, &c);
 	}
 }
 
@@ -113,8 +121,7 @@ static void cpu_destroy(void *priv)
 	for (uint32_t i = 0; i < cb->n_threads; i++)
 		pthread_join(cb->threads[i], NULL);
 	free(cb->threads);
-	free(cb->demand.items);
-	free(cb->prefetch.items);
+	agent_copy_sched_fini(&cb->sched);
 	if (cb->bank)
 		munmap(cb->bank, cb->bank_bytes);
 	if (cb->memfd >= 0)
@@ -139,6 +146,9 @@ static int cpu_create(const struct agent_backend_config *cfg, void **priv)
 		 cfg->bank);
 	cb->bank_bytes = cb->slot_stride * cfg->n_slots;
 	ret = agent_copy_engine_init(&cb->eng, cfg->copy_delay_us);
+	if (ret)
+		goto err;
+	ret = agent_copy_sched_init(&cb->sched, cfg->copy_threads, cfg->expert_bytes, 0);
 	if (ret)
 		goto err;
 	cb->threads = calloc(cfg->copy_threads, sizeof(*cb->threads));
@@ -244,8 +254,7 @@ static int cpu_copy(void *priv, const struct agent_copy *c)
 	pthread_mutex_lock(&cb->eng.lock);
 	ret = agent_copy_queue_reserve(&cb->eng.done, cb->eng.inflight + 1);
 	if (!ret)
-		ret = agent_copy_queue_push(
-		    c->flags & MOECACHE_FILL_PREFETCH ? &cb->prefetch : &cb->demand, c);
+		ret = agent_copy_sched_push(&cb->sched, c);
 	if (!ret)
 		cb->eng.inflight++;
 	pthread_mutex_unlock(&cb->eng.lock);
@@ -253,6 +262,21 @@ static int cpu_copy(void *priv, const struct agent_copy *c)
 	if (!ret)
 		pthread_cond_signal(&cb->eng.work);
 	return ret;
+}
+
+/* A prefetch not finished: cancelled now (finished as -ECANCELED) or after its running chunk. */
+static int cpu_cancel(void *priv, uint32_t slot)
+{
+	struct cpu_backend *cb = priv;
+	struct agent_copy c;
+	int ret;
+
+	pthread_mutex_lock(&cb->eng.lock);
+	ret = agent_copy_sched_cancel(&cb->sched, slot, &c);
+	if (!ret)
+		cpu_finish(cb, &c);
+	pthread_mutex_unlock(&cb->eng.lock);
+	return ret == -EINPROGRESS ? 0 : ret;
 }
 
 static bool cpu_can_peer(const void *dst, const void *src)
@@ -285,6 +309,7 @@ const struct agent_backend_ops agent_cpu_backend = {
     .bank_adopt = cpu_bank_adopt,
     .slot = cpu_slot,
     .copy = cpu_copy,
+    .cancel = cpu_cancel,
     .completion_fd = agent_copy_engine_completion_fd,
     .completions = agent_copy_engine_completions,
     .inflight = agent_copy_engine_inflight,

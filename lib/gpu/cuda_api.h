@@ -141,6 +141,8 @@ typedef struct cu_uuid cu_uuid;
 	X(cuDeviceGetAttribute, cuDeviceGetAttribute,                                              \
 	  (int *value, cu_device_attribute attrib, cu_device dev))                                 \
 	X(cuDeviceTotalMem, cuDeviceTotalMem_v2, (size_t * bytes, cu_device dev))                  \
+	X(cuDeviceCanAccessPeer, cuDeviceCanAccessPeer,                                           \
+	  (int *can_access, cu_device dev, cu_device peer))                                        \
 	X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, (cu_context * ctx, cu_device dev))   \
 	X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, (cu_device dev))                \
 	X(cuCtxSetCurrent, cuCtxSetCurrent, (cu_context ctx))                                      \
@@ -160,6 +162,8 @@ typedef struct cu_uuid cu_uuid;
 	X(cuMemcpyDtoH, cuMemcpyDtoH_v2, (void *dst, cu_deviceptr src, size_t bytes))              \
 	X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2,                                                 \
 	  (cu_deviceptr dst, const void *src, size_t bytes, cu_stream stream))                     \
+	X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2,                                                 \
+	  (cu_deviceptr dst, cu_deviceptr src, size_t bytes, cu_stream stream))                    \
 	X(cuMemsetD8, cuMemsetD8_v2, (cu_deviceptr dst, unsigned char value, size_t n))            \
 	X(cuMemAddressReserve, cuMemAddressReserve,                                                \
 	  (cu_deviceptr * ptr, size_t size, size_t alignment, cu_deviceptr addr,                   \

@@ -23,6 +23,7 @@
 	X(hsaKmtAcquireSystemProperties)                                                           \
 	X(hsaKmtReleaseSystemProperties)                                                           \
 	X(hsaKmtGetNodeProperties)                                                                 \
+	X(hsaKmtGetNodeIoLinkProperties)                                                           \
 	X(hsaKmtAllocMemory)                                                                       \
 	X(hsaKmtFreeMemory)                                                                        \
 	X(hsaKmtRegisterMemoryToNodes)                                                             \

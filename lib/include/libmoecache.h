@@ -234,6 +234,150 @@ const void *moecache_host_expert(const struct moecache *mc, uint32_t layer, uint
 /* Same, writable; NULL unless the host region was mapped writable. */
 void *moecache_host_expert_rw(const struct moecache *mc, uint32_t layer, uint32_t expert);
 
+/* ---- the plan of a layer (lib/plan.c) ---- */
+
+/*
+ * For the experts of a layer that are not in the bank: which to wait for
+ * (copied into the bank), which to compute on the CPU from the host pages
+ * (moecache_host_expert) while the link does other work, and of those,
+ * which to copy in behind them (admit). moecache-trace's decode time model
+ * runs the same code (docs/policy.md, "The plan of one layer").
+ *
+ * One cost model, in microseconds:
+ *   copy_us   one expert over one copy engine (expert bytes / link bandwidth);
+ *   cpu_us    one expert computed by the host (expert bytes / the bytes of
+ *             weights the host streams through its cores per second);
+ *             0: the host computes nothing;
+ *   layer_us  the device's compute for one layer;
+ *   n_engines copy engines, each a serial link; a copy goes to the one
+ *             free first;
+ *   n_layers  the model's layers: an expert used now is used again one
+ *             token (n_layers layers) later at the earliest.
+ *
+ * A layer ends when the device's compute, the copies waited for and the
+ * CPU's experts are all done:
+ *
+ *	end = max(layer_us, last waited copy done, n_cpu * cpu_us)
+ *
+ * The plan sends to the CPU the experts whose copies would finish last
+ * (most copy time left first), as many as make end smallest; on a tie,
+ * fewer (a copy waited for is admitted, so it hits next time). A CPU
+ * expert is admitted only when its copy, queued behind every copy ahead
+ * and the earlier admissions, starts within one token (n_layers x
+ * layer_us): on a saturated link the CPU takes the misses and copies do
+ * not pile up; on a link with room every miss is admitted, so computing
+ * on the CPU costs no future hits.
+ */
+#define MOECACHE_PLAN_MAX_ENGINES 16
+/* The most experts one call plans (top-k of every sequence of a batch). */
+#define MOECACHE_PLAN_MAX_ITEMS 1024
+
+struct moecache_plan_cost {
+	double copy_us;
+	double cpu_us; /* 0: no host compute */
+	double layer_us;
+	uint32_t n_engines; /* 1 .. MOECACHE_PLAN_MAX_ENGINES */
+	uint32_t n_layers;
+};
+
+enum moecache_plan_action {
+	MOECACHE_PLAN_WAIT = 0,	     /* copy it (or let its copy finish) and wait */
+	MOECACHE_PLAN_CPU = 1,	     /* compute on the CPU; not admitted */
+	MOECACHE_PLAN_CPU_ADMIT = 2, /* compute on the CPU; copied in behind */
+	MOECACHE_PLAN_HIT = 3,	     /* in the bank (moecache_acquire_plan only) */
+};
+
+/* What the link already has to do, in microseconds from now. */
+struct moecache_plan_queue {
+	double engine_busy_us[MOECACHE_PLAN_MAX_ENGINES]; /* copies ahead, per engine */
+	double background_us;				  /* admissions queued (all engines) */
+};
+
+/* 0 if the cost is usable (finite, copy_us > 0, engines and layers in range), else -EINVAL. */
+int moecache_plan_cost_check(const struct moecache_plan_cost *cost);
+/*
+ * Plans n experts (n <= MOECACHE_PLAN_MAX_ITEMS). copy_left_us[i] is the
+ * copy time expert i still needs (copy_us for one not in the bank, less
+ * for one whose copy is under way). Writes action[i] (WAIT, CPU or
+ * CPU_ADMIT) and, if end_us is not NULL, the layer's expected duration
+ * (>= layer_us). Returns 0 or -EINVAL. The queue is not changed.
+ */
+int moecache_plan_layer(const struct moecache_plan_cost *cost, const struct moecache_plan_queue *q,
+			const double *copy_left_us, uint32_t n, enum moecache_plan_action *action,
+			double *end_us);
+/*
+ * The copy queue as the driver publishes it in the map header: queued +
+ * inflight requests, each counted as one whole copy ahead of a new miss
+ * (the map does not say which are hints nor how far a copy has got),
+ * spread evenly over the engines. Writes *q and, if not NULL, *depth
+ * (queued + inflight). 0 or -EINVAL.
+ */
+int moecache_plan_queue_read(const struct moecache_map *m, const struct moecache_plan_cost *cost,
+			     struct moecache_plan_queue *q, uint32_t *depth);
+
+struct moecache_plan_result {
+	uint32_t n_hits;      /* resident at the look-up: pinned */
+	uint32_t n_waited;    /* misses copied and waited for: pinned */
+	uint32_t n_cpu;	      /* for the CPU: slots[i] is MOECACHE_NONE */
+	uint32_t n_admitted;  /* of n_cpu, queued for a copy behind the layer */
+	uint32_t queue_depth; /* queued + inflight, as the plan read them */
+	uint32_t pad;
+	double end_us; /* the layer's expected duration */
+};
+
+/*
+ * The plan of count experts of one layer against the map as it is now,
+ * without a system call: action[i] is MOECACHE_PLAN_HIT for an expert
+ * resident in m, the plan's for the others (the queue from
+ * moecache_plan_queue_read). res may be NULL. 0 or -EINVAL.
+ */
+int moecache_plan_lookup(const struct moecache_map *m, const struct moecache_plan_cost *cost,
+			 uint32_t layer, const uint32_t *experts, uint32_t count, uint8_t *action,
+			 struct moecache_plan_result *res);
+/*
+ * moecache_acquire_release with the plan: drops the pins of release_slots,
+ * plans the layer (moecache_plan_lookup), then pins the hits and waits for
+ * the misses the plan copies (one ACQUIRE with MOECACHE_ACQ_WAIT), queues
+ * the admitted CPU experts as ordinary misses (ACQUIRE without WAIT), and
+ * tells the driver of the other CPU experts without queueing them
+ * (MOECACHE_ACQ_NO_QUEUE). Every expert is acquired once, so the access
+ * and miss counters and the agent's policy see each access once. The agent
+ * knows a miss was computed on the CPU and not admitted by never getting
+ * a request for it; an admitted one reaches it as a miss, queued after
+ * the layer's waited copies (docs/policy.md).
+ *
+ * Writes slots[i] (MOECACHE_NONE for an expert to compute on the CPU: read
+ * it with moecache_host_expert) and action[i]; an expert the plan gave the
+ * CPU that became resident meanwhile is pinned and reported as HIT. flags:
+ * 0 or MOECACHE_ACQ_KEEP_WAITING. On an error nothing stays pinned (the
+ * release stays done). res may be NULL.
+ */
+int moecache_acquire_plan(struct moecache *mc, const struct moecache_plan_cost *cost,
+			  const uint32_t *release_slots, uint32_t release_count, uint32_t layer,
+			  const uint32_t *experts, uint32_t count, uint32_t *slots, uint8_t *action,
+			  uint32_t flags, uint32_t timeout_ms, struct moecache_plan_result *res);
+
+/*
+ * The gate of a prefetch (the same as the simulator's): how many whole
+ * copies the link can do before the next layer starts, after the copies
+ * the map says are ahead: floor((n_engines x layer_us - queued copy time)
+ * / copy_us), at least 0. A prefetch beyond that would still be copying
+ * when the next layer needs the link for its misses. -EINVAL for a bad
+ * argument.
+ */
+int moecache_plan_prefetch_room(const struct moecache_map *m,
+				const struct moecache_plan_cost *cost);
+/*
+ * moecache_prefetch through the gate: hints, in the order given (an
+ * engine's router puts its likeliest first), the experts of experts[]
+ * that are not resident, as many as moecache_plan_prefetch_room allows;
+ * none when it allows none. *n_queued (may be NULL): what the driver
+ * queued. 0 or -errno.
+ */
+int moecache_prefetch_plan(struct moecache *mc, const struct moecache_plan_cost *cost,
+			   uint32_t layer, const uint32_t *experts, uint32_t count,
+			   uint32_t *n_queued);
+
 /* ---- GPU banks (CUDA, ROCm): lib/gpu/bank_cuda.c, lib/gpu/bank_rocm.c ---- */
 
 /*

@@ -5,7 +5,7 @@ MOECACHE_DECODE := $(BIN)/moecache-decode
 PROGRAMS     += $(MOECACHE_DECODE)
 DEB_PACKAGES += libjson-c-dev
 
-# kernels/ref (weights and FFN), tools/trace (the trace reader), agent/policy (the plan).
+# kernels/ref (weights and FFN), tools/trace (the trace reader); the plan is libmoecache's.
 $(OBJ)/tools/decode/%.o: CFLAGS += -Ikernels -Itools
 
 # Literal library paths: their fragments may be read after this one.

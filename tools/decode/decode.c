@@ -16,11 +16,11 @@
  * the cold experts are computed on the CPU from the host pages, as an engine
  * that offloads cold experts to the host does (docs/policy.md, the plan of a
  * layer). The layer's output is still checked bit for bit. With --cold plan
- * the plan of a layer (agent/policy/plan.h, the simulator's code) decides:
- * the acquire pins the hits only (NO_QUEUE), the misses the plan waits for
- * are acquired with WAIT, those it computes on the CPU and admits are
- * hinted with PREFETCH (the agent copies them in if its policy agrees), and
- * the others are computed on the CPU and never queued.
+ * the plan of a layer decides, through moecache_acquire_plan (libmoecache.h,
+ * lib/plan.c: the simulator's code, with the copy queue the driver
+ * publishes in the map): the hits and the misses the plan waits for are
+ * pinned, the others are computed on the CPU from the host pages, and those
+ * the plan admits are queued for the agent as misses behind them.
  *
  * A pool of several banks (tiers): the acquire's route (libmoecache)
  * sends each resident expert to the bank it is in. Every bank is imported
@@ -45,7 +45,6 @@
 
 #include <json-c/json.h>
 
-#include "agent/policy/plan.h"
 #include "libmoecache.h"
 #include "moe_numerics.h"
 #include "ref/moe_ref.h"
@@ -84,7 +83,7 @@ struct decode_counts {
 	uint64_t steps, acquires, hits, misses, lookup_hits, prefetched, remote;
 	uint64_t wait_ns, mismatches, weight_errors;
 	uint64_t cpu_experts; /* --cold cpu|plan: misses computed from the host pages */
-	uint64_t plan_waited, plan_admitted; /* --cold plan: misses waited for, hinted */
+	uint64_t plan_waited, plan_admitted; /* --cold plan: misses waited for, queued behind */
 	uint64_t *bank_experts;		     /* [n_banks]: experts run on each bank */
 	double seconds;
 };
@@ -128,10 +127,7 @@ struct decode_client {
 	uint8_t *weights_checked;    /* [n_layers * n_local] */
 	float *x, *y_bank, *y_host, *h, *gate;
 	uint32_t *experts, *slots, *held, n_held, *next;
-	/* --cold plan scratch: the misses, their copy times and actions, the lists */
-	uint32_t *miss_at, *plan_experts, *plan_slots;
-	double *copy_left;
-	enum moe_plan_action *action;
+	uint8_t *action; /* --cold plan: the plan of the layer */
 	const void **rec_bank, **rec_host;
 	struct decode_counts c;
 };
@@ -145,7 +141,8 @@ static const char decode_usage[] =
     "  --steps N           steps to run (default: the rest of the trace; wraps around)\n"
     "  --start-token T     first step of the trace\n"
     "  --d-model N --d-ff N --dtype f32|bf16 --seed N   expert shape and weights\n"
-    "  --prefetch          hint each next layer's experts (from the trace)\n"
+    "  --prefetch          hint each next layer's experts (from the trace; with\n"
+    "                      --cold plan, through the plan's gate)\n"
     "  --cold wait|cpu|plan  misses: wait for their copy (default), compute them on\n"
     "                      the CPU from the host pages while the agent copies them in,\n"
     "                      or as the plan of a layer says (h200 figures)\n"
@@ -721,17 +718,12 @@ static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
 	dc->held = calloc(k, sizeof(uint32_t));
 	dc->rec_bank = calloc(k, sizeof(void *));
 	dc->rec_host = calloc(k, sizeof(void *));
-	dc->miss_at = calloc(k, sizeof(uint32_t));
-	dc->plan_experts = calloc(k, sizeof(uint32_t));
-	dc->plan_slots = calloc(k, sizeof(uint32_t));
-	dc->copy_left = calloc(k, sizeof(double));
 	dc->action = calloc(k, sizeof(*dc->action));
 	if (!dc->weights_checked || !dc->x || !dc->y_bank || !dc->y_host || !dc->h || !dc->gate ||
 	    !dc->out_bank || !dc->out_host || !dc->experts || !dc->next || !dc->slots ||
-	    !dc->held || !dc->rec_bank || !dc->rec_host || !dc->miss_at || !dc->plan_experts ||
-	    !dc->plan_slots || !dc->copy_left || !dc->action)
+	    !dc->held || !dc->rec_bank || !dc->rec_host || !dc->action)
 		return -ENOMEM;
-	if (k > MOE_PLAN_MAX_ITEMS)
+	if (k > MOECACHE_PLAN_MAX_ITEMS)
 		return -E2BIG;
 	return 0;
 }
@@ -756,10 +748,6 @@ static void decode_teardown(struct decode_client *dc)
 	free(dc->held);
 	free(dc->rec_bank);
 	free(dc->rec_host);
-	free(dc->miss_at);
-	free(dc->plan_experts);
-	free(dc->plan_slots);
-	free(dc->copy_left);
 	free(dc->action);
 	pthread_cond_destroy(&dc->done_cv);
 	pthread_cond_destroy(&dc->job_cv);
@@ -823,61 +811,37 @@ static void decode_report_mismatch(struct decode_client *dc, uint32_t step, uint
 }
 
 /*
- * --cold plan, after an acquire that pinned the hits only: the plan of the
- * layer over its misses, with the copies the agent has under way (FILLING
- * slots in the map) as the queue ahead, at the h200 link and CPU figures
- * (docs/policy.md), --layer-us and the pool's expert size. Waited-for misses are acquired
- * with WAIT (flags) and their slots written into dc->slots; admitted CPU experts are hinted
- * with PREFETCH; the rest stay MOECACHE_NONE (computed on the CPU).
+ * --cold plan: the cost of the plan of a layer, at the h200 link and CPU
+ * figures (docs/policy.md), --layer-us and the pool's expert size.
  */
-static int decode_plan_misses(struct decode_client *dc, uint32_t layer, uint32_t n, uint32_t flags)
+static struct moecache_plan_cost decode_plan_cost(const struct decode_client *dc)
 {
 	const double bytes = (double)dc->pi->expert_bytes;
-	const struct moe_plan_cost cost = {.copy_us = bytes / 50e3,
+
+	return (struct moecache_plan_cost){.copy_us = bytes / 50e3,
 					   .cpu_us = bytes / 100e3,
 					   .layer_us = dc->o->plan_layer_us,
 					   .n_engines = 1,
 					   .n_layers = dc->pi->n_layers};
-	struct moe_plan_queue q = {0};
-	uint32_t m = 0, nw = 0, na = 0, filling = 0, queued = 0;
+}
+
+/* --cold plan: the acquire with the plan of the layer. */
+static int decode_acquire_plan(struct decode_client *dc, uint32_t layer, uint32_t n, uint32_t flags,
+			       struct moecache_acquire_result *res)
+{
+	const struct moecache_plan_cost cost = decode_plan_cost(dc);
+	struct moecache_plan_result r;
 	int ret;
 
-	for (uint32_t s = 0; s < dc->pi->n_slots; s++) {
-		uint32_t owner = moecache_map_owner(dc->map, s);
-
-		filling += owner != MOECACHE_NONE && (owner & MOECACHE_OWNER_FILLING);
-	}
-	q.engine_busy_us[0] = filling * cost.copy_us;
-	for (uint32_t k = 0; k < n; k++) {
-		if (dc->slots[k] != MOECACHE_NONE)
-			continue;
-		dc->miss_at[m] = k;
-		dc->copy_left[m++] = cost.copy_us;
-	}
-	ret = moe_plan_layer(&cost, &q, dc->copy_left, m, dc->action, NULL);
+	ret = moecache_acquire_plan(dc->mc, &cost, dc->held, dc->n_held, layer, dc->experts, n,
+				    dc->slots, dc->action, flags & MOECACHE_ACQ_KEEP_WAITING,
+				    dc->o->timeout_ms, &r);
 	if (ret)
 		return ret;
-	for (uint32_t i = 0; i < m; i++)
-		if (dc->action[i] == MOE_PLAN_WAIT)
-			dc->plan_experts[nw++] = dc->experts[dc->miss_at[i]];
-	if (nw) {
-		uint64_t t0 = now_ns();
-
-		ret = moecache_acquire(dc->mc, layer, dc->plan_experts, nw, dc->plan_slots, flags,
-				       dc->o->timeout_ms, NULL);
-		if (ret)
-			return ret;
-		dc->c.wait_ns += now_ns() - t0;
-		dc->c.plan_waited += nw;
-		for (uint32_t i = 0, j = 0; i < m; i++)
-			if (dc->action[i] == MOE_PLAN_WAIT)
-				dc->slots[dc->miss_at[i]] = dc->plan_slots[j++];
-	}
-	for (uint32_t i = 0; i < m; i++)
-		if (dc->action[i] == MOE_PLAN_CPU_ADMIT)
-			dc->plan_experts[na++] = dc->experts[dc->miss_at[i]];
-	if (na && !moecache_prefetch(dc->mc, layer, dc->plan_experts, na, &queued))
-		dc->c.plan_admitted += queued;
+	res->n_hits = r.n_hits;
+	res->n_pinned = n - r.n_cpu;
+	dc->c.plan_waited += r.n_waited;
+	dc->c.plan_admitted += r.n_admitted;
 	return 0;
 }
 
@@ -923,10 +887,8 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 	const struct decode_opts *o = dc->o;
 	struct moecache_acquire_result res;
 	uint32_t wait = MOECACHE_ACQ_WAIT | (o->keep_waiting ? MOECACHE_ACQ_KEEP_WAITING : 0);
-	/* cpu: pin the hits and queue the misses; plan: pin the hits only, then plan. */
-	uint32_t flags = o->cold == COLD_WAIT  ? wait
-			 : o->cold == COLD_CPU ? 0
-					       : MOECACHE_ACQ_NO_QUEUE;
+	/* cpu: pin the hits and queue the misses; plan: as the plan says. */
+	uint32_t flags = o->cold == COLD_CPU ? 0 : wait;
 	uint32_t n = decode_local_experts(dc, step, layer, dc->experts);
 	uint64_t t0;
 	int ret;
@@ -935,8 +897,15 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 		return 0;
 	if (o->prefetch && layer + 1 < dc->trace->n_layers) {
 		uint32_t nn = decode_local_experts(dc, step, layer + 1, dc->next), queued = 0;
+		const struct moecache_plan_cost cost = decode_plan_cost(dc);
 
-		if (nn && !moecache_prefetch(dc->mc, layer + 1, dc->next, nn, &queued))
+		/* With the plan, the hint passes the plan's gate (an engine's router's would). */
+		if (nn && o->cold == COLD_PLAN)
+			ret =
+			    moecache_prefetch_plan(dc->mc, &cost, layer + 1, dc->next, nn, &queued);
+		else
+			ret = nn ? moecache_prefetch(dc->mc, layer + 1, dc->next, nn, &queued) : -1;
+		if (!ret)
 			dc->c.prefetched += queued;
 	}
 	/* The lock-free look-up an engine uses to plan its kernels; acquire pins. */
@@ -945,8 +914,11 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 		dc->c.lookup_hits += ret;
 
 	t0 = now_ns();
-	ret = moecache_acquire_release(dc->mc, dc->held, dc->n_held, layer, dc->experts, n,
-				       dc->slots, flags, o->timeout_ms, &res);
+	if (o->cold == COLD_PLAN)
+		ret = decode_acquire_plan(dc, layer, n, wait, &res);
+	else
+		ret = moecache_acquire_release(dc->mc, dc->held, dc->n_held, layer, dc->experts, n,
+					       dc->slots, flags, o->timeout_ms, &res);
 	if (ret == -EINTR)
 		return ret;
 	/* The release is done even when the wait failed. */
@@ -959,13 +931,8 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 	dc->c.acquires++;
 	dc->c.hits += res.n_hits;
 	dc->c.misses += n - res.n_hits;
-	if (res.n_hits < n && o->cold == COLD_WAIT)
+	if (res.n_hits < n && o->cold != COLD_CPU)
 		dc->c.wait_ns += now_ns() - t0;
-	if (res.n_hits < n && o->cold == COLD_PLAN) {
-		ret = decode_plan_misses(dc, layer, n, wait);
-		if (ret)
-			return ret;
-	}
 
 	/* Which bank runs what: the route of what the acquire pinned. */
 	ret = moecache_route_build(dc->map, dc->experts, dc->slots, n, dc->route);

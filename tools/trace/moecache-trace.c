@@ -348,11 +348,11 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			}
 			break;
 		case 'E':
-			if (parse_count(optarg, MOE_PLAN_MAX_ENGINES, &c->tcfg.copy_engines)) {
+			if (parse_count(optarg, MOECACHE_PLAN_MAX_ENGINES, &c->tcfg.copy_engines)) {
 				fprintf(stderr,
 					"moecache-trace: --copy-engines: \"%s\" is not a count in "
 					"[1, %d]\n",
-					optarg, MOE_PLAN_MAX_ENGINES);
+					optarg, MOECACHE_PLAN_MAX_ENGINES);
 				return -EINVAL;
 			}
 			c->tset |= TSET_ENGINES;

@@ -74,7 +74,7 @@ int moe_sim_profile_from(const struct moe_trace_view *v, struct moe_profile *out
  * policy returned a slot it must not.
  *
  * With timing, each step's experts that are not ready are planned
- * (agent/policy/plan.h): a miss the plan computes on the CPU without
+ * (libmoecache.h, lib/plan.c): a miss the plan computes on the CPU without
  * admitting it is counted a miss and not filled; the rest are filled as
  * above.
  */

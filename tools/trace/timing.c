@@ -23,18 +23,18 @@ struct tm_list {
 };
 
 struct moe_timing {
-	struct moe_plan_cost cost; /* layer_us: the current step's */
+	struct moecache_plan_cost cost; /* layer_us: the current step's */
 	double base_layer_us;
 	uint32_t ref_experts;
 	double bytes;
 	uint32_t n_ids;
-	double now;			      /* start of the current step */
-	double mark;			      /* background progress accounted up to here */
-	double free_at[MOE_PLAN_MAX_ENGINES]; /* each engine's demand copies end */
-	double step_end;		      /* the current step's end, once planned */
+	double now;				   /* start of the current step */
+	double mark;				   /* background progress accounted up to here */
+	double free_at[MOECACHE_PLAN_MAX_ENGINES]; /* each engine's demand copies end */
+	double step_end;			   /* the current step's end, once planned */
 	uint32_t step_cpu;
 	uint8_t *state;
-	uint8_t *admit; /* id -> this step's plan: 0 not admitted, else 1 + moe_plan_action */
+	uint8_t *admit; /* id -> this step's plan: 0 not admitted, else 1 + moecache_plan_action */
 	bool *pf_unused;
 	double *left; /* id -> copy time left while under way */
 	uint32_t *next, *prev;
@@ -42,7 +42,7 @@ struct moe_timing {
 	/* scratch for one step's plan */
 	uint32_t *ids;
 	double *copy_left;
-	enum moe_plan_action *action;
+	enum moecache_plan_action *action;
 	struct moe_timing_result r;
 };
 
@@ -115,7 +115,7 @@ int moe_timing_create(const struct moe_timing_config *cfg, uint32_t n_layers, ui
 	if (!cfg || !out || !n_layers || !n_ids || !isfinite(cfg->link_gbps) ||
 	    !(cfg->link_gbps > 0) || !isfinite(cfg->cpu_gbps) || cfg->cpu_gbps < 0 ||
 	    !isfinite(cfg->layer_us) || cfg->layer_us < 0 || !cfg->copy_engines ||
-	    cfg->copy_engines > MOE_PLAN_MAX_ENGINES)
+	    cfg->copy_engines > MOECACHE_PLAN_MAX_ENGINES)
 		return -EINVAL;
 	tm = calloc(1, sizeof(*tm));
 	if (!tm)
@@ -137,15 +137,15 @@ int moe_timing_create(const struct moe_timing_config *cfg, uint32_t n_layers, ui
 	tm->left = calloc(n_ids, sizeof(*tm->left));
 	tm->next = malloc(sizeof(*tm->next) * n_ids);
 	tm->prev = malloc(sizeof(*tm->prev) * n_ids);
-	tm->ids = malloc(sizeof(*tm->ids) * MOE_PLAN_MAX_ITEMS);
-	tm->copy_left = malloc(sizeof(*tm->copy_left) * MOE_PLAN_MAX_ITEMS);
-	tm->action = malloc(sizeof(*tm->action) * MOE_PLAN_MAX_ITEMS);
+	tm->ids = malloc(sizeof(*tm->ids) * MOECACHE_PLAN_MAX_ITEMS);
+	tm->copy_left = malloc(sizeof(*tm->copy_left) * MOECACHE_PLAN_MAX_ITEMS);
+	tm->action = malloc(sizeof(*tm->action) * MOECACHE_PLAN_MAX_ITEMS);
 	if (!tm->state || !tm->admit || !tm->pf_unused || !tm->left || !tm->next || !tm->prev ||
 	    !tm->ids || !tm->copy_left || !tm->action) {
 		moe_timing_destroy(tm);
 		return -ENOMEM;
 	}
-	if (moe_plan_cost_check(&tm->cost)) {
+	if (moecache_plan_cost_check(&tm->cost)) {
 		moe_timing_destroy(tm);
 		return -EINVAL;
 	}
@@ -210,7 +210,7 @@ void moe_timing_step_begin(struct moe_timing *tm)
 
 int moe_timing_plan(struct moe_timing *tm, const uint32_t *ids, const bool *resident, uint32_t n)
 {
-	struct moe_plan_queue q = {0};
+	struct moecache_plan_queue q = {0};
 	double end = 0, done = tm->now;
 	uint32_t m = 0;
 	int err;
@@ -223,7 +223,7 @@ int moe_timing_plan(struct moe_timing *tm, const uint32_t *ids, const bool *resi
 		tm->pf_unused[id] = false;
 		if (resident[i] && tm->state[id] == TM_READY)
 			continue;
-		if (m == MOE_PLAN_MAX_ITEMS)
+		if (m == MOECACHE_PLAN_MAX_ITEMS)
 			return -EINVAL;
 		tm->ids[m] = id;
 		tm->copy_left[m++] = resident[i] ? tm->left[id] : tm->cost.copy_us;
@@ -238,15 +238,15 @@ int moe_timing_plan(struct moe_timing *tm, const uint32_t *ids, const bool *resi
 	for (uint32_t e = 0; e < tm->cost.n_engines; e++)
 		q.engine_busy_us[e] = tm->free_at[e] > tm->now ? tm->free_at[e] - tm->now : 0;
 	q.background_us = tm->background.left_us; /* prefetches yield to it */
-	err = moe_plan_layer(&tm->cost, &q, tm->copy_left, m, tm->action, &end);
+	err = moecache_plan_layer(&tm->cost, &q, tm->copy_left, m, tm->action, &end);
 	if (err)
 		return err;
 	for (uint32_t i = 0; i < m; i++) {
 		uint32_t id = tm->ids[i];
 		bool late = tm->state[id] == TM_BACKGROUND || tm->state[id] == TM_PREFETCH;
 
-		tm->admit[id] = tm->action[i] == MOE_PLAN_CPU ? 0 : 1 + tm->action[i];
-		if (tm->action[i] == MOE_PLAN_WAIT) {
+		tm->admit[id] = tm->action[i] == MOECACHE_PLAN_CPU ? 0 : 1 + tm->action[i];
+		if (tm->action[i] == MOECACHE_PLAN_WAIT) {
 			uint32_t best = 0;
 			double start;
 
@@ -288,7 +288,7 @@ void moe_timing_filled(struct moe_timing *tm, uint32_t id, bool prefetch)
 {
 	if (id >= tm->n_ids)
 		return;
-	if (!prefetch && tm->admit[id] == 1 + MOE_PLAN_WAIT) {
+	if (!prefetch && tm->admit[id] == 1 + MOECACHE_PLAN_WAIT) {
 		tm->admit[id] = 0;
 		tm->state[id] = TM_READY; /* waited for by this step */
 		return;

@@ -5,7 +5,7 @@
  *
  * A step starts when the previous one ends. Its experts that are in the bank
  * with their copy done are hits and cost nothing beyond the device's
- * layer_us. The others are planned by moe_plan_layer (agent/policy/plan.h,
+ * layer_us. The others are planned by moecache_plan_layer (libmoecache.h, lib/plan.c,
  * the code the product runs): waited for (a demand copy, on the engine free
  * first, ahead of every background copy and prefetch), or computed on the
  * CPU, admitted with a background copy or not. The step ends at
@@ -32,14 +32,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent/policy/plan.h"
+#include "libmoecache.h"
 
 /* OLMoE's expert: 3 matrices of 2048 x 1024 in bf16. */
 #define MOE_TIMING_DEFAULT_EXPERT_BYTES 12582912ULL
 
 struct moe_timing_config {
 	double link_gbps;      /* per copy engine, 1e9 bytes per second */
-	uint32_t copy_engines; /* 1 .. MOE_PLAN_MAX_ENGINES */
+	uint32_t copy_engines; /* 1 .. MOECACHE_PLAN_MAX_ENGINES */
 	double cpu_gbps;       /* expert bytes the host computes per second; 0: none */
 	double layer_us;       /* device compute per layer at batch 1 */
 	uint64_t expert_bytes; /* 0: MOE_TIMING_DEFAULT_EXPERT_BYTES */

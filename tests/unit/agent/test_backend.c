@@ -193,3 +193,66 @@ Test(copy_engine, basic_one_signal_per_empty_to_waiting,
 	cr_assert_eq(agent_copy_engine_inflight(&e), 0);
 	agent_copy_engine_fini(&e);
 }
+
+/* Prefetches in chunks and cancel (the shared order of copies: test_copy_sched.c). */
+
+Test(cpu_backend, basic_cancel_queued_prefetch,
+     .description = "behind a slow demand copy, a queued prefetch cancelled through "
+		    "agent_backend_cancel completes as -ECANCELED and leaves its slot unwritten")
+{
+	struct agent_backend_config cfg = {.pool = "test",
+					   .n_slots = 2,
+					   .expert_bytes = EXPERT_BYTES,
+					   .copy_threads = 1,
+					   .copy_delay_us = 500000};
+	static unsigned char src[2][EXPERT_BYTES], zero[EXPERT_BYTES];
+	struct agent_copy d = {.slot = 0}, pf = {.slot = 1, .flags = MOECACHE_FILL_PREFETCH},
+			  done[2];
+	struct agent_backend *be = NULL;
+	struct moecache_bank desc;
+
+	cr_assert_eq(agent_backend_create("cpu", &cfg, &be), 0);
+	cr_assert_eq(agent_backend_bank_create(be, &desc), 0);
+	memset(src[0], 1, sizeof(src[0]));
+	memset(src[1], 2, sizeof(src[1]));
+	d.src = src[0];
+	pf.src = src[1];
+	cr_assert_eq(agent_backend_copy(be, &d), 0);
+	cr_assert_eq(agent_backend_copy(be, &pf), 0);
+	cr_expect_eq(agent_backend_cancel(be, 1), 0);
+	cr_expect_eq(agent_backend_cancel(be, 0), -ENOENT, "a demand copy is never cancelled");
+	collect(be, done, 2);
+	cr_expect_eq(agent_backend_inflight(be), 0);
+	for (int i = 0; i < 2; i++)
+		cr_expect_eq(done[i].status, done[i].slot == 1 ? -ECANCELED : 0);
+	cr_expect_eq(memcmp(agent_backend_slot(be, 1), zero, EXPERT_BYTES), 0);
+	cr_expect_eq(memcmp(agent_backend_slot(be, 0), src[0], EXPERT_BYTES), 0);
+	agent_backend_destroy(be);
+}
+
+Test(cpu_backend, basic_chunked_prefetch_lands_whole,
+     .description = "a prefetch larger than a chunk, copied in pieces by the CPU engine, "
+		    "lands byte for byte")
+{
+	struct agent_backend_config cfg = {.pool = "test",
+					   .n_slots = 1,
+					   .expert_bytes = 3 * AGENT_COPY_CHUNK_BYTES + 4096,
+					   .copy_threads = 2};
+	struct agent_copy pf = {.slot = 0, .flags = MOECACHE_FILL_PREFETCH}, done;
+	struct agent_backend *be = NULL;
+	struct moecache_bank desc;
+	unsigned char *src = malloc(cfg.expert_bytes);
+
+	cr_assert_not_null(src);
+	for (uint64_t i = 0; i < cfg.expert_bytes; i++)
+		src[i] = (unsigned char)(i * 7 + 3);
+	cr_assert_eq(agent_backend_create("cpu", &cfg, &be), 0);
+	cr_assert_eq(agent_backend_bank_create(be, &desc), 0);
+	pf.src = src;
+	cr_assert_eq(agent_backend_copy(be, &pf), 0);
+	collect(be, &done, 1);
+	cr_expect_eq(done.status, 0);
+	cr_expect_eq(memcmp(agent_backend_slot(be, 0), src, cfg.expert_bytes), 0);
+	agent_backend_destroy(be);
+	free(src);
+}

@@ -4,17 +4,19 @@
 # libdrm_amdgpu without /dev/kfd, and against a fake of both that runs the
 # SDMA packets on the host.
 #
-# Also here, built by `make` but run by tools/gpu-check and tools/amd-check
-# only: the device checks that need a real GPU.
+# The device checks that need a real GPU (tools/cuda-check, tools/rocm-check)
+# run here on the fakes too: gpu_cuda, gpu_rocm and gpu_multi run them.
 
 GPUTEST_OBJ := $(OBJ)/tests/unit/gpu
 GPUTEST_FAKE_CUDA := $(TESTOUT)/unit/libmoecache-fakecuda.so
 GPUTEST_LINK := $(OBJ)/agent/log.o $(LIBOUT)/libmoecopy.a $(LIBOUT)/libmoecache.a
 
-UNIT_TESTS += $(TESTOUT)/unit/gpu_common $(TESTOUT)/unit/gpu_cuda $(TESTOUT)/unit/gpu_rocm
+UNIT_TESTS += $(TESTOUT)/unit/gpu_common $(TESTOUT)/unit/gpu_cuda $(TESTOUT)/unit/gpu_rocm \
+	$(TESTOUT)/unit/gpu_multi
 
 $(GPUTEST_OBJ)/%.o: CFLAGS += $(CRIT_CFLAGS) -I.
-$(GPUTEST_OBJ)/test_rocm.o $(GPUTEST_OBJ)/test_rocm_fake.o: CFLAGS += $(GPU_DRM_CFLAGS)
+$(GPUTEST_OBJ)/test_rocm.o $(GPUTEST_OBJ)/test_rocm_fake.o $(GPUTEST_OBJ)/test_gpu_multi.o: \
+	CFLAGS += $(GPU_DRM_CFLAGS)
 
 $(TESTOUT)/unit/gpu_common: $(addprefix $(GPUTEST_OBJ)/,test_sdma.o test_gpu_common.o \
 		test_release_queue.o) $(OBJ)/agent/copy/sdma.o $(OBJ)/lib/gpu/common.o \
@@ -43,27 +45,15 @@ $(TESTOUT)/unit/gpu_rocm: $(GPUTEST_OBJ)/test_rocm.o $(GPUTEST_OBJ)/test_rocm_fa
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS)
 
+# Several devices, one bank each, with and without peer access: both backends on their fakes.
+$(TESTOUT)/unit/gpu_multi: $(GPUTEST_OBJ)/test_gpu_multi.o $(GPUTEST_LINK) | $(GPUTEST_FAKE_CUDA) \
+		$(GPUTEST_FAKE_ROCM) $(TESTOUT)/gpu/moecache-cuda-check $(TESTOUT)/gpu/moecache-rocm-check
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS)
+
 # lib/gpu/cuda_api.h against the toolkit's cuda.h, wherever it is installed.
 CUDA_INCLUDE ?= $(or $(wildcard /usr/local/cuda/include),$(if $(wildcard /usr/include/cuda.h),/usr/include))
 ifneq ($(wildcard $(CUDA_INCLUDE)/cuda.h),)
 EXTRA_ALL += $(GPUTEST_OBJ)/cuda_abi_check.o
 $(GPUTEST_OBJ)/cuda_abi_check.o: CFLAGS += -isystem $(CUDA_INCLUDE)
 endif
-
-# The device checks (tools/gpu-check, tools/amd-check): built everywhere,
-# they need a GPU only to run.
-GPUCHECK_CUDA := $(TESTOUT)/gpu/moecache-cuda-check
-GPUCHECK_ROCM := $(TESTOUT)/gpu/moecache-rocm-check
-EXTRA_ALL += $(GPUCHECK_CUDA) $(GPUCHECK_ROCM)
-
-$(GPUTEST_OBJ)/cuda_device_check.o: CFLAGS += -Ikernels
-$(GPUTEST_OBJ)/rocm_device_check.o: CFLAGS += $(GPU_DRM_CFLAGS)
-
-$(GPUCHECK_CUDA): $(GPUTEST_OBJ)/cuda_device_check.o $(GPUTEST_LINK) $(LIBOUT)/libmoetrace.a \
-		$(LIBOUT)/libmoekernels.a $(LIBOUT)/libmoeref.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(JSONC_LIBS) -lm
-
-$(GPUCHECK_ROCM): $(GPUTEST_OBJ)/rocm_device_check.o $(GPUTEST_LINK)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(JSONC_LIBS)

@@ -15,6 +15,13 @@
  *   FAKE_CUDA_ASYNC_FAIL=1     copies fail on the stream (events report it)
  *   FAKE_CUDA_COPY_US=N        each copy takes N microseconds on its stream
  *   FAKE_CUDA_CAPTURING=1      every stream is capturing a graph
+ *   FAKE_CUDA_PEER_GROUP=N     devices d and e can access each other's memory
+ *                              when d / N == e / N (default 2: 0-1, 2-3, ...;
+ *                              0: no peer access at all)
+ *
+ * Memory knows the device it lives on: cuMemSetAccess for another device
+ * fails unless cuDeviceCanAccessPeer says that device can reach it, as a
+ * peer mapping fails on hardware without peer access.
  *
  * fake_cuda_live() tells the tests how many allocations, mappings,
  * registrations, streams and events are alive.
@@ -27,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,7 +66,23 @@ static struct cu_ctx_opaque fake_ctx[FAKE_MAX_DEVICES];
 struct fake_handle {
 	int memfd;
 	size_t size;
+	int device; /* where the memory lives */
 };
+
+/* Allocations by the inode of their memfd: an import finds the device of an export. */
+#define FAKE_MAX_ALLOCS 256
+static struct {
+	ino_t ino;
+	int device;
+} fake_allocs[FAKE_MAX_ALLOCS];
+
+/* Mappings by address: cuMemSetAccess finds the memory's device. */
+#define FAKE_MAX_MAPS 256
+static struct {
+	uintptr_t base;
+	size_t size;
+	int device;
+} fake_maps[FAKE_MAX_MAPS];
 
 struct cu_event_opaque {
 	pthread_mutex_t lock;
@@ -230,6 +254,102 @@ cu_result cuDeviceGetAttribute(int *value, cu_device_attribute attrib, cu_device
 		*value = 1;
 	}
 	return MC_CU_SUCCESS;
+}
+
+static int fake_peer_group(void)
+{
+	const char *v = getenv("FAKE_CUDA_PEER_GROUP");
+
+	return v && *v ? atoi(v) : 2;
+}
+
+cu_result cuDeviceCanAccessPeer(int *can, cu_device dev, cu_device peer);
+cu_result cuDeviceCanAccessPeer(int *can, cu_device dev, cu_device peer)
+{
+	int group = fake_peer_group();
+
+	if (dev < 0 || dev >= fake_devices() || peer < 0 || peer >= fake_devices())
+		return MC_CU_ERROR_INVALID_DEVICE;
+	*can = dev != peer && group > 0 && dev / group == peer / group;
+	return MC_CU_SUCCESS;
+}
+
+/* Can a mapping for device accessor reach memory on device owner? */
+static bool fake_reaches(int accessor, int owner)
+{
+	int can = 0;
+
+	return accessor == owner || (cuDeviceCanAccessPeer(&can, accessor, owner) == MC_CU_SUCCESS &&
+				     can);
+}
+
+static void fake_alloc_note(int memfd, int device)
+{
+	struct stat st;
+
+	if (fstat(memfd, &st))
+		return;
+	pthread_mutex_lock(&fake_lock);
+	for (int i = 0; i < FAKE_MAX_ALLOCS; i++) {
+		if (!fake_allocs[i].ino || fake_allocs[i].ino == st.st_ino) {
+			fake_allocs[i].ino = st.st_ino;
+			fake_allocs[i].device = device;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fake_lock);
+}
+
+static int fake_alloc_device(int memfd)
+{
+	struct stat st;
+	int device = 0;
+
+	if (fstat(memfd, &st))
+		return 0;
+	pthread_mutex_lock(&fake_lock);
+	for (int i = 0; i < FAKE_MAX_ALLOCS; i++)
+		if (fake_allocs[i].ino == st.st_ino)
+			device = fake_allocs[i].device;
+	pthread_mutex_unlock(&fake_lock);
+	return device;
+}
+
+static void fake_map_note(uintptr_t base, size_t size, int device)
+{
+	pthread_mutex_lock(&fake_lock);
+	for (int i = 0; i < FAKE_MAX_MAPS; i++) {
+		if (!fake_maps[i].size) {
+			fake_maps[i].base = base;
+			fake_maps[i].size = size;
+			fake_maps[i].device = device;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fake_lock);
+}
+
+static void fake_map_forget(uintptr_t base)
+{
+	pthread_mutex_lock(&fake_lock);
+	for (int i = 0; i < FAKE_MAX_MAPS; i++)
+		if (fake_maps[i].size && fake_maps[i].base == base)
+			fake_maps[i].size = 0;
+	pthread_mutex_unlock(&fake_lock);
+}
+
+/* The device the memory mapped at p lives on, or -1. */
+static int fake_map_device(uintptr_t p)
+{
+	int device = -1;
+
+	pthread_mutex_lock(&fake_lock);
+	for (int i = 0; i < FAKE_MAX_MAPS; i++)
+		if (fake_maps[i].size && p >= fake_maps[i].base &&
+		    p - fake_maps[i].base < fake_maps[i].size)
+			device = fake_maps[i].device;
+	pthread_mutex_unlock(&fake_lock);
+	return device;
 }
 
 cu_result cuDeviceTotalMem_v2(size_t *bytes, cu_device dev);
@@ -444,6 +564,8 @@ cu_result cuMemCreate(cu_mem_handle *handle, size_t size, const cu_mem_allocatio
 		return MC_CU_ERROR_OUT_OF_MEMORY;
 	}
 	h->size = size;
+	h->device = prop->location.id;
+	fake_alloc_note(h->memfd, h->device);
 	*handle = (cu_mem_handle)(uintptr_t)h;
 	fake_count(&fake_live.allocations, 1);
 	return MC_CU_SUCCESS;
@@ -498,6 +620,7 @@ cu_result cuMemImportFromShareableHandle(cu_mem_handle *handle, void *os_handle,
 		return MC_CU_ERROR_OUT_OF_MEMORY;
 	h->memfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	h->size = (size_t)size;
+	h->device = fake_alloc_device(h->memfd);
 	*handle = (cu_mem_handle)(uintptr_t)h;
 	fake_count(&fake_live.allocations, 1);
 	return MC_CU_SUCCESS;
@@ -550,6 +673,7 @@ cu_result cuMemMap(cu_deviceptr ptr, size_t size, size_t offset, cu_mem_handle h
 		 (off_t)offset);
 	if (p == MAP_FAILED)
 		return MC_CU_ERROR_INVALID_VALUE;
+	fake_map_note((uintptr_t)ptr, size, h->device);
 	fake_count(&fake_live.mappings, 1);
 	return MC_CU_SUCCESS;
 }
@@ -559,6 +683,7 @@ cu_result cuMemUnmap(cu_deviceptr ptr, size_t size)
 {
 	mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
 	     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	fake_map_forget((uintptr_t)ptr);
 	fake_count(&fake_live.mappings, -1);
 	return MC_CU_SUCCESS;
 }
@@ -568,12 +693,14 @@ cu_result cuMemSetAccess(cu_deviceptr ptr, size_t size, const cu_mem_access_desc
 cu_result cuMemSetAccess(cu_deviceptr ptr, size_t size, const cu_mem_access_desc *desc,
 			 size_t count)
 {
-	int prot = PROT_NONE;
+	int prot = PROT_NONE, owner = fake_map_device((uintptr_t)ptr);
 
 	FAKE_CHECK("cuMemSetAccess");
 	for (size_t i = 0; i < count; i++) {
 		if (desc[i].location.type != MC_CU_MEM_LOCATION_TYPE_DEVICE)
 			return MC_CU_ERROR_INVALID_VALUE;
+		if (owner >= 0 && !fake_reaches(desc[i].location.id, owner))
+			return MC_CU_ERROR_INVALID_DEVICE;
 		if (desc[i].flags == MC_CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
 			prot = PROT_READ | PROT_WRITE;
 		else if (desc[i].flags == MC_CU_MEM_ACCESS_FLAGS_PROT_READ && prot == PROT_NONE)
@@ -729,6 +856,15 @@ cu_result cuMemcpyHtoDAsync_v2(cu_deviceptr dst, const void *src, size_t bytes, 
 	    .kind = FAKE_OP_COPY, .dst = (void *)(uintptr_t)dst, .src = src, .bytes = bytes};
 	fake_stream_push(stream, op);
 	return MC_CU_SUCCESS;
+}
+
+cu_result cuMemcpyDtoDAsync_v2(cu_deviceptr dst, cu_deviceptr src, size_t bytes, cu_stream stream);
+cu_result cuMemcpyDtoDAsync_v2(cu_deviceptr dst, cu_deviceptr src, size_t bytes, cu_stream stream)
+{
+	FAKE_CHECK("cuMemcpyDtoDAsync");
+	if (fake_map_device(dst) < 0 || fake_map_device(src) < 0)
+		return MC_CU_ERROR_INVALID_VALUE;
+	return cuMemcpyHtoDAsync_v2(dst, (const void *)(uintptr_t)src, bytes, stream);
 }
 
 cu_result cuEventCreate(cu_event *event, unsigned int flags);

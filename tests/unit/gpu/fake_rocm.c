@@ -2,8 +2,16 @@
 /*
  * A stand-in for libhsakmt.so.1 and libdrm_amdgpu.so.1 (one library
  * exporting both), loaded by the unit tests through MOECACHE_LIBHSAKMT and
- * MOECACHE_LIBDRM_AMDGPU. One CPU node and one GPU node (GFX11 unless
- * FAKE_ROCM_GFX says otherwise). VRAM BOs are memfds, dma-bufs their dups,
+ * MOECACHE_LIBDRM_AMDGPU. The topology of a machine with a fast GPU for
+ * the hot experts and eight slower ones for the cold: node 0 is the CPU,
+ * node 1 a gfx1100 (W7800, GPU 0, at 0000:03:00.0, renderD128; GFX11
+ * unless FAKE_ROCM_GFX says otherwise), nodes 2-9 gfx1030s (V620, GPUs
+ * 1-8, at 0000:1N:00.0, renderD129-136). Every GPU has a PCIe link to the
+ * CPU. Peer links (IO links between GPU nodes; libhsakmt lists the KFD's
+ * p2p_links among NumIOLinks): GPUs 0-4 behind one switch reach each
+ * other, GPUs 5-8 behind another reach each other; GPU 0 has a link to
+ * GPU 5 flagged NoPeerToPeerDMA (a link the platform forbids DMA over);
+ * no other pair has a link. VRAM BOs are memfds, dma-bufs their dups,
  * and GPU virtual addresses are the process's own addresses, so SDMA
  * packets can be executed on the host: each SDMA queue is a thread that
  * follows the doorbell and decodes COPY_LINEAR, FENCE, TRAP, POLL_REGMEM
@@ -12,7 +20,8 @@
  * that runs past the end of the ring, or an unknown opcode, stops the
  * queue and is counted (fake_rocm_live().bad_packets).
  *
- *   FAKE_ROCM_GFX=N        the GPU's GFX major version (default 11)
+ *   FAKE_ROCM_GFX=N        GPU 0's GFX major version (default 11)
+ *   FAKE_ROCM_GPUS=N       only the first N GPUs exist (default 9)
  *   FAKE_ROCM_SDMA_US=N    each COPY_LINEAR takes N microseconds
  *   FAKE_ROCM_NO_EVENTS=1  hsaKmtCreateEvent fails (completions are polled)
  */
@@ -74,10 +83,19 @@ HSAKMT_STATUS HSAKMTAPI hsaKmtCloseKFD(void)
 	return HSAKMT_STATUS_SUCCESS;
 }
 
+#define FAKE_MAX_GPUS 9
+
+static uint32_t fake_gpus(void)
+{
+	int n = fake_env_int("FAKE_ROCM_GPUS", FAKE_MAX_GPUS);
+
+	return n < 0 ? 0 : n > FAKE_MAX_GPUS ? FAKE_MAX_GPUS : (uint32_t)n;
+}
+
 HSAKMT_STATUS HSAKMTAPI hsaKmtAcquireSystemProperties(HsaSystemProperties *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->NumNodes = 2;
+	p->NumNodes = 1 + fake_gpus();
 	return HSAKMT_STATUS_SUCCESS;
 }
 
@@ -86,24 +104,86 @@ HSAKMT_STATUS HSAKMTAPI hsaKmtReleaseSystemProperties(void)
 	return HSAKMT_STATUS_SUCCESS;
 }
 
+/* The switch a GPU sits behind (GPU index = node - 1). */
+static int fake_switch(uint32_t gpu)
+{
+	return gpu <= 4 ? 0 : 1;
+}
+
+/*
+ * The IO links of a node, into out (may be NULL); returns how many. A GPU:
+ * the CPU, then the GPUs behind its switch, then the forbidden link 0-5.
+ */
+static uint32_t fake_links(uint32_t node, HsaIoLinkProperties *out)
+{
+	uint32_t n = 0, gpus = fake_gpus();
+	HsaIoLinkProperties l;
+
+	if (node == 0 || node > gpus)
+		return 0;
+	memset(&l, 0, sizeof(l));
+	l.IoLinkType = HSA_IOLINKTYPE_PCIEXPRESS;
+	l.NodeFrom = node;
+	l.NodeTo = 0;
+	l.Weight = 20;
+	if (out)
+		out[n] = l;
+	n++;
+	for (uint32_t peer = 1; peer <= gpus; peer++) {
+		bool same = fake_switch(peer - 1) == fake_switch(node - 1);
+		bool forbidden = (node == 1 && peer == 6) || (node == 6 && peer == 1);
+
+		if (peer == node || (!same && !forbidden))
+			continue;
+		l.NodeTo = peer;
+		l.Weight = same ? 15 : 40;
+		l.Flags.LinkProperty = 0;
+		l.Flags.ui32.Override = 1;
+		l.Flags.ui32.NoPeerToPeerDMA = forbidden;
+		if (out)
+			out[n] = l;
+		n++;
+	}
+	return n;
+}
+
 HSAKMT_STATUS HSAKMTAPI hsaKmtGetNodeProperties(HSAuint32 node, HsaNodeProperties *p)
 {
-	if (node > 1)
+	uint32_t gpu = node - 1;
+
+	if (node > fake_gpus())
 		return HSAKMT_STATUS_INVALID_NODE_UNIT;
 	memset(p, 0, sizeof(*p));
 	if (node == 0) {
 		p->NumCPUCores = 4;
 		return HSAKMT_STATUS_SUCCESS;
 	}
-	p->NumFComputeCores = 96;
-	p->EngineId.ui32.Major = (unsigned int)fake_env_int("FAKE_ROCM_GFX", 11);
+	p->NumFComputeCores = gpu ? 72 : 96;
+	p->EngineId.ui32.Major = gpu ? 10 : (unsigned int)fake_env_int("FAKE_ROCM_GFX", 11);
+	p->EngineId.ui32.Minor = gpu ? 3 : 0;
 	p->VendorId = 0x1002;
-	p->DeviceId = 0x744c;
+	p->DeviceId = gpu ? 0x73a1 : 0x744c;
 	p->Domain = 0;
-	p->LocationId = 0x03 << 8;
-	p->DrmRenderMinor = 128;
-	p->LocalMemSize = 16ull << 30;
+	p->LocationId = (gpu ? 0x10 + gpu : 0x03) << 8;
+	p->DrmRenderMinor = 128 + (int)gpu;
+	p->LocalMemSize = 32ull << 30;
 	p->NumSdmaEngines = 2;
+	p->NumIOLinks = fake_links(node, NULL);
+	return HSAKMT_STATUS_SUCCESS;
+}
+
+HSAKMT_STATUS HSAKMTAPI hsaKmtGetNodeIoLinkProperties(HSAuint32 node, HSAuint32 n,
+						      HsaIoLinkProperties *props)
+{
+	HsaIoLinkProperties all[FAKE_MAX_GPUS + 1];
+	uint32_t have;
+
+	if (node > fake_gpus())
+		return HSAKMT_STATUS_INVALID_NODE_UNIT;
+	have = fake_links(node, all);
+	if (n > have)
+		return HSAKMT_STATUS_INVALID_PARAMETER;
+	memcpy(props, all, n * sizeof(*props));
 	return HSAKMT_STATUS_SUCCESS;
 }
 

@@ -141,7 +141,7 @@ static void be_open(struct be *b, const struct mc_gpu_params *params)
 	ret = agent_cuda_backend_create(&cfg, params, &b->priv, NULL, 0);
 	cr_assert_eq(ret, 0, "create: %d", ret);
 	ret = agent_cuda_backend.bank_create(b->priv, &b->desc);
-	cr_assert_eq(ret, 0, "bank_create: %d (%s)", ret, agent_cuda_backend_error(b->priv));
+	cr_assert_eq(ret, 0, "bank_create: %d (%s)", ret, agent_gpu_backend_error(b->priv));
 	b->src = make_experts(N_SLOTS, EXPERT_BYTES);
 	cr_assert_not_null(b->src);
 }
@@ -187,7 +187,7 @@ static int be_copy(struct be *b, uint32_t slot, uint32_t expert, uint32_t flags)
 
 static const void *slot_bytes(struct be *b, uint32_t slot)
 {
-	return (const void *)(uintptr_t)agent_cuda_backend_slot_addr(b->priv, slot);
+	return (const void *)(uintptr_t)agent_gpu_backend_slot_addr(b->priv, slot);
 }
 
 Test(cuda_backend, bad_input_no_driver, .description = "create without a driver library: -ENOENT")
@@ -248,8 +248,8 @@ Test(cuda_backend, basic_no_vmm,
 	setenv("FAKE_CUDA_NO_VMM", "1", 1);
 	cr_assert_eq(agent_cuda_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_expect_eq(agent_cuda_backend.bank_create(priv, &desc), -EOPNOTSUPP);
-	cr_expect(strstr(agent_cuda_backend_error(priv), "file descriptor"), "%s",
-		  agent_cuda_backend_error(priv));
+	cr_expect(strstr(agent_gpu_backend_error(priv), "file descriptor"), "%s",
+		  agent_gpu_backend_error(priv));
 	agent_cuda_backend.destroy(priv);
 }
 
@@ -390,11 +390,11 @@ Test(cuda_backend, lifetime_adopt_keeps_residency,
 
 	cr_assert_eq(agent_cuda_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_assert_eq(agent_cuda_backend.bank_adopt(priv, &desc), 0, "%s",
-		     agent_cuda_backend_error(priv));
-	cr_expect_eq(memcmp((void *)(uintptr_t)agent_cuda_backend_slot_addr(priv, 1),
+		     agent_gpu_backend_error(priv));
+	cr_expect_eq(memcmp((void *)(uintptr_t)agent_gpu_backend_slot_addr(priv, 1),
 			    src + 6 * EXPERT_BYTES, EXPERT_BYTES),
 		     0);
-	cr_expect_eq(memcmp((void *)(uintptr_t)agent_cuda_backend_slot_addr(priv, 7),
+	cr_expect_eq(memcmp((void *)(uintptr_t)agent_gpu_backend_slot_addr(priv, 7),
 			    src + 2 * EXPERT_BYTES, EXPERT_BYTES),
 		     0);
 	agent_cuda_backend.destroy(priv);
@@ -424,8 +424,8 @@ Test(cuda_backend, bad_input_adopt_mismatch,
 	desc = b.desc;
 	memset(desc.device_uuid, 0x77, sizeof(desc.device_uuid));
 	cr_expect_eq(agent_cuda_backend.bank_adopt(priv, &desc), -EPROTO);
-	cr_expect(strstr(agent_cuda_backend_error(priv), "not visible"), "%s",
-		  agent_cuda_backend_error(priv));
+	cr_expect(strstr(agent_gpu_backend_error(priv), "not visible"), "%s",
+		  agent_gpu_backend_error(priv));
 	agent_cuda_backend.destroy(priv);
 	be_close(&b);
 }
@@ -440,7 +440,7 @@ Test(cuda_backend, basic_device_pinned_by_pool,
 	be_open(&b, &p);
 	cr_expect_eq(b.desc.device, 2);
 	cr_expect_eq(b.desc.device_uuid[0], 0xd2);
-	cr_expect_eq(agent_cuda_backend_device(b.priv), 2);
+	cr_expect_eq(agent_gpu_backend_device(b.priv), 2);
 	be_close(&b);
 }
 
@@ -454,8 +454,8 @@ Test(cuda_backend, basic_budget_too_small,
 
 	cr_assert_eq(agent_cuda_backend_create(&cfg, &p, &priv, NULL, 0), 0);
 	cr_expect_eq(agent_cuda_backend.bank_create(priv, &desc), -ENOSPC);
-	cr_expect(strstr(agent_cuda_backend_error(priv), "budget"), "%s",
-		  agent_cuda_backend_error(priv));
+	cr_expect(strstr(agent_gpu_backend_error(priv), "budget"), "%s",
+		  agent_gpu_backend_error(priv));
 	agent_cuda_backend.destroy(priv);
 }
 
@@ -476,7 +476,7 @@ Test(cuda_backend, basic_shared_budget_spreads_banks,
 	cr_assert_eq(agent_cuda_backend_create(&cfg, &p, &c, NULL, 0), 0);
 	cr_assert_eq(agent_cuda_backend.bank_create(a, &desc), 0);
 	cr_assert_eq(agent_cuda_backend.bank_create(b, &desc), 0);
-	cr_expect_neq(agent_cuda_backend_device(a), agent_cuda_backend_device(b));
+	cr_expect_neq(agent_gpu_backend_device(a), agent_gpu_backend_device(b));
 	cr_expect_eq(agent_cuda_backend.bank_create(c, &desc), -ENOSPC);
 	agent_cuda_backend.destroy(a);
 	cr_expect_eq(agent_cuda_backend.bank_create(c, &desc), 0);
@@ -595,7 +595,7 @@ Test(cuda_import, basic_client_sees_agent_bytes,
 	cr_assert_eq(mc_cuda_bank_import(&m), 0, "%s", moecache_bank_import_error());
 	addr = moecache_bank_slot_addr(&m, 4);
 	cr_assert_neq(addr, 0);
-	cr_expect_neq(addr, agent_cuda_backend_slot_addr(b.priv, 4));
+	cr_expect_neq(addr, agent_gpu_backend_slot_addr(b.priv, 4));
 	cr_expect_eq(memcmp((void *)(uintptr_t)addr, b.src + 3 * EXPERT_BYTES, EXPERT_BYTES), 0);
 	cr_expect_eq(moecache_bank_slot_addr(&m, N_SLOTS), 0);
 	client_unmap(&m);

@@ -24,73 +24,17 @@
 #define EXPERT_BYTES 8192u
 #define N_SLOTS 4u
 
-struct fake_rocm_counts {
-	int queues, events, allocations, registrations, mappings, bos, va_ranges, devices;
-	int bad_packets;
-	uint64_t copies;
-};
-
 static char tree[64];
 
-/* A KFD node, a render node and a sysfs tree for one GPU at 0000:03:00.0, in a temp dir. */
+/* The fake KFD, its render nodes and a sysfs tree, in a temp dir. */
 static void fake_rocm_setup(void)
 {
-	char path[PATH_MAX], lib[PATH_MAX];
-	int fd;
-
-	beside_exe("libmoecache-fakerocm.so", lib);
-	setenv(MC_HSAKMT_LIBRARY_ENV, lib, 1);
-	setenv(MC_DRM_AMDGPU_LIBRARY_ENV, lib, 1);
-	snprintf(tree, sizeof(tree), "/tmp/moecache-gpu-rocm-XXXXXX");
-	cr_assert_not_null(mkdtemp(tree));
-	snprintf(path, sizeof(path), "%s/kfd", tree);
-	fd = open(path, O_CREAT | O_RDWR, 0600);
-	cr_assert_geq(fd, 0);
-	close(fd);
-	setenv(MC_KFD_DEVICE_ENV, path, 1);
-	snprintf(path, sizeof(path), "%s/dri", tree);
-	cr_assert_eq(mkdir(path, 0755), 0);
-	setenv(MC_DRI_DIR_ENV, path, 1);
-	snprintf(path, sizeof(path), "%s/dri/renderD128", tree);
-	fd = open(path, O_CREAT | O_RDWR, 0600);
-	cr_assert_geq(fd, 0);
-	close(fd);
-	snprintf(path, sizeof(path), "%s/class", tree);
-	cr_assert_eq(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/class/drm", tree);
-	cr_assert_eq(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/class/drm/renderD128", tree);
-	cr_assert_eq(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/class/drm/renderD128/device", tree);
-	cr_assert_eq(symlink("../../../devices/pci0000:00/0000:00:01.1/0000:03:00.0", path), 0);
-	setenv(MC_SYSFS_ROOT_ENV, tree, 1);
+	cr_assert_eq(use_fake_rocm(tree), 0, "the fake ROCm tree under %s", tree);
 }
 
 static void fake_rocm_teardown(void)
 {
-	char cmd[PATH_MAX + 16];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tree);
-	if (system(cmd))
-		cr_log_warn("could not remove %s", tree);
-}
-
-static struct fake_rocm_counts fake_rocm_live(void)
-{
-	char lib[PATH_MAX];
-	struct fake_rocm_counts c = {0};
-	void *h = dlopen(beside_exe("libmoecache-fakerocm.so", lib), RTLD_NOW | RTLD_NOLOAD);
-	void (*live)(struct fake_rocm_counts *);
-	void *sym;
-
-	if (!h)
-		return c;
-	sym = dlsym(h, "fake_rocm_live");
-	memcpy(&live, &sym, sizeof(sym));
-	if (live)
-		live(&c);
-	dlclose(h);
-	return c;
+	fake_rocm_tree_remove(tree);
 }
 
 static struct agent_backend_config test_cfg(void)
@@ -116,7 +60,7 @@ static void rbe_open(struct rbe *b, const struct mc_gpu_params *params)
 	ret = agent_rocm_backend_create(&cfg, params, &b->priv, err, sizeof(err));
 	cr_assert_eq(ret, 0, "create: %d %s", ret, err);
 	ret = agent_rocm_backend.bank_create(b->priv, &b->desc);
-	cr_assert_eq(ret, 0, "bank_create: %d %s", ret, agent_rocm_backend_error(b->priv));
+	cr_assert_eq(ret, 0, "bank_create: %d %s", ret, agent_gpu_backend_error(b->priv));
 	b->src = make_experts(16, EXPERT_BYTES);
 	b->readback = malloc(EXPERT_BYTES);
 	cr_assert(b->src && b->readback);
@@ -263,8 +207,8 @@ Test(rocm_fake, basic_gfx8_refused,
 	setenv("FAKE_ROCM_GFX", "8", 1);
 	cr_assert_eq(agent_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_expect_eq(agent_rocm_backend.bank_create(priv, &desc), -EOPNOTSUPP);
-	cr_expect(strstr(agent_rocm_backend_error(priv), "GFX9"), "%s",
-		  agent_rocm_backend_error(priv));
+	cr_expect(strstr(agent_gpu_backend_error(priv), "GFX9"), "%s",
+		  agent_gpu_backend_error(priv));
 	agent_rocm_backend.destroy(priv);
 }
 
@@ -301,7 +245,7 @@ Test(rocm_fake, lifetime_adopt_keeps_bytes,
 
 	cr_assert_eq(agent_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_assert_eq(agent_rocm_backend.bank_adopt(priv, &desc), 0, "%s",
-		     agent_rocm_backend_error(priv));
+		     agent_gpu_backend_error(priv));
 	b = (struct rbe){.priv = priv, .desc = desc, .src = src, .readback = malloc(EXPERT_BYTES)};
 	cr_expect(rbe_slot_is(&b, 3, 9));
 	rbe_close(&b);
@@ -320,8 +264,8 @@ Test(rocm_fake, bad_input_adopt_other_gpu,
 	mc_rocm_uuid_make(0, 0x0400, 0x744c, desc.device_uuid);
 	cr_assert_eq(agent_rocm_backend_create(&cfg, NULL, &priv, NULL, 0), 0);
 	cr_expect_eq(agent_rocm_backend.bank_adopt(priv, &desc), -EPROTO);
-	cr_expect(strstr(agent_rocm_backend_error(priv), "not visible"), "%s",
-		  agent_rocm_backend_error(priv));
+	cr_expect(strstr(agent_gpu_backend_error(priv), "not visible"), "%s",
+		  agent_gpu_backend_error(priv));
 	agent_rocm_backend.destroy(priv);
 	rbe_close(&b);
 }

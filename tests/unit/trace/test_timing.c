@@ -201,7 +201,7 @@ Test(timing, bad_input_config, .description = "zero or non-finite figures are -E
 	c = tcfg(2, 10);
 	c.copy_engines = 0;
 	cr_expect_eq(moe_timing_create(&c, 1, 4, &tm), -EINVAL);
-	c.copy_engines = MOE_PLAN_MAX_ENGINES + 1;
+	c.copy_engines = MOECACHE_PLAN_MAX_ENGINES + 1;
 	cr_expect_eq(moe_timing_create(&c, 1, 4, &tm), -EINVAL);
 	c = tcfg(2, 10);
 	cr_expect_eq(moe_timing_create(&c, 0, 4, &tm), -EINVAL);

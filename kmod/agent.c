@@ -654,6 +654,7 @@ ssize_t moecache_read(struct file *file, char __user *buf, size_t len,
 			reqs[n].pad = 0;
 			n++;
 		}
+		queue_depth_publish(pool);
 		spin_unlock(&pool->lock);
 		if (n || (file->f_flags & O_NONBLOCK))
 			break;
@@ -678,6 +679,7 @@ ssize_t moecache_read(struct file *file, char __user *buf, size_t len,
 			list_add(&pool->qnode[idx], &pool->queue);
 			WRITE_ONCE(pool->n_queued, pool->n_queued + 1);
 		}
+		queue_depth_publish(pool);
 		spin_unlock(&pool->lock);
 		ret = -EFAULT;
 		goto out_free;

@@ -62,6 +62,7 @@ static bool request_add(struct moecache_pool *pool, struct moecache_file *mf,
 	list_add_tail(&pool->qnode[idx], &pool->queue);
 	/* Read without the lock by poll() and the agent's read(). */
 	WRITE_ONCE(pool->n_queued, pool->n_queued + 1);
+	queue_depth_publish(pool);
 	return true;
 }
 
@@ -71,6 +72,7 @@ void request_dequeue(struct moecache_pool *pool, u32 idx)
 	WARN_ON_ONCE(pool->estate[idx] != ES_QUEUED);
 	list_del_init(&pool->qnode[idx]);
 	WRITE_ONCE(pool->n_queued, pool->n_queued - 1);
+	queue_depth_publish(pool);
 }
 
 /* The request for idx is answered: nobody is asking any more. */
@@ -97,6 +99,7 @@ void request_requeue(struct moecache_pool *pool, u32 idx)
 		pool->estate[idx] = ES_QUEUED;
 		list_add_tail(&pool->qnode[idx], &pool->queue);
 		WRITE_ONCE(pool->n_queued, pool->n_queued + 1);
+		queue_depth_publish(pool);
 	} else {
 		pool->req_flags[idx] = 0;
 	}

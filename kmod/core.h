@@ -30,7 +30,11 @@
  * alone, with no lock. The driver reads it under pool->lock, after
  * unpublishing the slot it is about to take and a full barrier; the client
  * writes its pin, a full barrier, and reads the map again (see
- * slot_unpublish()).
+ * slot_unpublish()). The driver reads only the regions of the files that
+ * may hold a pin on the slot: pool->fast_pinners[page] lists the files
+ * whose region's page of that slot has been mapped into a process, and
+ * the fault handler that maps it adds the file under pool->lock
+ * (pins_region_fault(); the ordering argument is at slot_fast_pinned()).
  *
  * pool->lock is never held across copy_{to,from}_user, allocation or
  * sleeping. mf->pool is published with release order once the file is
@@ -83,6 +87,8 @@ extern unsigned int max_banks;
 /* The regions' places in the mmap offset space: map at 0, then these. */
 #define MOECACHE_PINS_OFFSET	BIT_ULL(31)
 #define MOECACHE_HOST_OFFSET	BIT_ULL(32)
+/* Slots whose fast pins share one page of a pins region. */
+#define MOECACHE_FAST_PINS_PER_PAGE	(PAGE_SIZE / sizeof(u32))
 /* ACQUIRE and RELEASE lists up to this long stay on the stack. */
 #define MOECACHE_STACK_BATCH	16
 /* REPORT lists up to this long stay on the stack. */
@@ -121,6 +127,7 @@ struct moecache_counters {
 };
 
 struct moecache_file;
+struct moecache_fast_ref;
 
 /*
  * One bank of a pool: the global slots [slot_begin, slot_begin + n_slots)
@@ -153,6 +160,7 @@ struct moecache_pool {
 
 	struct page **pages;		/* host pages, order-0 after split */
 	unsigned long n_pages;
+	struct user_struct *memlock_user;	/* charged n_pages of locked_vm */
 
 	void *region;			/* the map region, vmalloc_user */
 	size_t region_size;
@@ -192,7 +200,14 @@ struct moecache_pool {
 	struct list_head files;		/* attached moecache_files */
 	u32 n_files;
 	u32 n_clients;
-	u32 n_fast_files;		/* clients with a fast-pins region */
+	/*
+	 * Per page of a pins region (MOECACHE_FAST_PINS_PER_PAGE slots):
+	 * the files that have had that page mapped, each by its
+	 * fast_refs[page]; a file joins at its first fault on the page and
+	 * leaves when it is released.
+	 */
+	struct list_head *fast_pinners;
+	u32 n_fast_pages;
 	struct moecache_file *agent;
 	struct pid *agent_pid;		/* the agent's process, while attached */
 
@@ -217,8 +232,15 @@ struct moecache_file {
 	u32 *pins;			/* clients: pins per slot */
 	u32 n_pins;			/* clients: their sum, <= max_file_pins */
 	unsigned long *asked;		/* clients: idx this file asked for */
-	u32 *fast_pins;			/* fast clients: their region, vmalloc_user */
+	u32 *fast_pins;			/* fast clients: their region, vmalloc */
 	size_t fast_pins_size;
+	struct moecache_fast_ref *fast_refs;	/* per page of fast_pins */
+};
+
+/* A fast-pins file on pool->fast_pinners[page]; node empty while it is not. */
+struct moecache_fast_ref {
+	struct list_head node;
+	struct moecache_file *mf;
 };
 
 /* The pool list and the totals over it, under moecache_pools_lock. */
@@ -254,9 +276,26 @@ static inline void map_write_begin(struct moecache_pool *pool)
 	smp_wmb();
 }
 
+/*
+ * The queue depth in the map header, for clients deciding whether to wait
+ * for a copy: queued, the requests on the queue that the agent has not
+ * read; inflight, the experts the agent has taken and not yet committed or
+ * given back (read and unanswered, or a slot filling with them). Plain
+ * words, stored once a change is complete (inside the seq write side when
+ * there is one) and read with relaxed loads: each is exact as of the
+ * driver's last change, and the two are not a consistent pair outside seq.
+ */
+static inline void queue_depth_publish(struct moecache_pool *pool)
+{
+	lockdep_assert_held(&pool->lock);
+	WRITE_ONCE(pool->hdr->queued, pool->n_queued);
+	WRITE_ONCE(pool->hdr->inflight, pool->n_inflight + pool->n_filling);
+}
+
 static inline void map_write_end(struct moecache_pool *pool)
 {
 	lockdep_assert_held(&pool->lock);
+	queue_depth_publish(pool);
 	/* Pairs with the readers' acquire load of seq. */
 	smp_store_release(&pool->hdr->seq, pool->hdr->seq + 1);
 }
@@ -345,6 +384,7 @@ void pool_unlink(struct moecache_pool *pool);
  */
 bool pool_permits(struct moecache_pool *pool, int want,
 		  const struct moecache_file *mf);
+bool pool_visible(struct moecache_pool *pool, const struct moecache_file *mf);
 bool pool_may_admin(struct moecache_pool *pool,
 		    const struct moecache_file *mf);
 bool file_may_create(const struct moecache_file *mf);

@@ -20,6 +20,31 @@
 
 /* ---- files ---- */
 
+/* Takes a fast-pins file off every fast_pinners list it joined. */
+static void fast_refs_del(struct moecache_pool *pool, struct moecache_file *mf)
+{
+	u32 page;
+
+	lockdep_assert_held(&pool->lock);
+	if (!mf->fast_refs)
+		return;
+	for (page = 0; page < pool->n_fast_pages; page++)
+		list_del_init(&mf->fast_refs[page].node);
+}
+
+static struct moecache_fast_ref *fast_refs_alloc(struct moecache_pool *pool)
+{
+	struct moecache_fast_ref *refs;
+	u32 page;
+
+	refs = kvcalloc(pool->n_fast_pages, sizeof(*refs), GFP_KERNEL_ACCOUNT);
+	if (!refs)
+		return NULL;
+	for (page = 0; page < pool->n_fast_pages; page++)
+		INIT_LIST_HEAD(&refs[page].node);
+	return refs;
+}
+
 static int moecache_open(struct inode *inode, struct file *file)
 {
 	struct moecache_file *mf;
@@ -54,8 +79,7 @@ static int moecache_release(struct inode *inode, struct file *file)
 		}
 		list_del(&mf->node);
 		pool->n_files--;
-		if (mf->fast_pins)
-			pool->n_fast_files--;
+		fast_refs_del(pool, mf);
 		spin_unlock(&pool->lock);
 		wake_up_all(&pool->client_wq);
 		if (agent_lost) {
@@ -69,8 +93,9 @@ static int moecache_release(struct inode *inode, struct file *file)
 	}
 	kvfree(mf->pins);
 	bitmap_free(mf->asked);
-	/* Off the file list: no evictor reads it any more. */
+	/* Off the fast_pinners lists: no evictor reads it any more. */
 	vfree(mf->fast_pins);
+	kvfree(mf->fast_refs);
 	kfree(mf);
 	return 0;
 }
@@ -110,7 +135,9 @@ static long ioc_attach(struct moecache_pool *unattached,
 	struct moecache_attach req;
 	struct moecache_pool *pool;
 	u32 *pins = NULL, *fast_pins = NULL;
+	struct moecache_fast_ref *fast_refs = NULL;
 	size_t fast_pins_size = 0;
+	u32 page;
 	unsigned long *asked = NULL;
 	struct moecache_pool_owner owner;
 	int want, ret = 0;
@@ -149,7 +176,8 @@ static long ioc_attach(struct moecache_pool *unattached,
 		goto out_unlock;
 	}
 	if (!pool_permits(pool, want, mf)) {
-		ret = -EACCES;
+		/* Whoever may not attach at all cannot tell it from no pool. */
+		ret = pool_visible(pool, mf) ? -EACCES : -ENOENT;
 		goto out_unlock;
 	}
 	if (req.role == MOECACHE_ROLE_CLIENT) {
@@ -163,9 +191,11 @@ static long ioc_attach(struct moecache_pool *unattached,
 	}
 	if (req.flags & MOECACHE_ATTACH_FAST_PINS) {
 		fast_pins_size = PAGE_ALIGN((size_t)pool->n_slots * sizeof(u32));
-		/* Zeroed, and mappable by remap_vmalloc_range(). */
-		fast_pins = vmalloc_user(fast_pins_size);
-		if (!fast_pins) {
+		/* Whole pages, zeroed, charged to the attacher; see pins_region_fault(). */
+		fast_pins = __vmalloc(fast_pins_size,
+				      GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		fast_refs = fast_refs_alloc(pool);
+		if (!fast_pins || !fast_refs) {
 			ret = -ENOMEM;
 			goto out_unlock;
 		}
@@ -192,13 +222,15 @@ static long ioc_attach(struct moecache_pool *unattached,
 	mf->asked = asked;
 	mf->fast_pins = fast_pins;
 	mf->fast_pins_size = fast_pins_size;
+	mf->fast_refs = fast_refs;
+	for (page = 0; fast_refs && page < pool->n_fast_pages; page++)
+		fast_refs[page].mf = mf;
 	pins = NULL;
 	asked = NULL;
 	fast_pins = NULL;
+	fast_refs = NULL;
 	list_add_tail(&mf->node, &pool->files);
 	pool->n_files++;
-	if (mf->fast_pins)
-		pool->n_fast_files++;
 	if (req.role == MOECACHE_ROLE_CLIENT)
 		pool->n_clients++;
 	if (req.role == MOECACHE_ROLE_AGENT) {
@@ -243,6 +275,7 @@ out_unlock:
 	kvfree(pins);
 	bitmap_free(asked);
 	vfree(fast_pins);
+	kvfree(fast_refs);
 	return ret;
 }
 
@@ -401,9 +434,11 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 /* ---- mmap ---- */
 
 /*
- * The regions are mapped in full at mmap time; the fault handlers map a
- * page again after MADV_DONTNEED (or anything else that zapped it), so
- * that the region, and get_user_pages() on it, keep working.
+ * The map and host regions are mapped in full at mmap time; the fault
+ * handlers map a page again after MADV_DONTNEED (or anything else that
+ * zapped it), so that the region, and get_user_pages() on it, keep
+ * working. A pins region is mapped only by faults, page by page, so that
+ * the driver learns which files may hold a pin on which slots.
  */
 static vm_fault_t fault_page(struct vm_fault *vmf, struct page *page)
 {
@@ -422,13 +457,29 @@ static vm_fault_t map_region_fault(struct vm_fault *vmf)
 					       (vmf->pgoff << PAGE_SHIFT)));
 }
 
+/*
+ * Before any process can store to a page of its pins region, the file
+ * joins that page's fast_pinners list, under pool->lock: from then on an
+ * evictor reads the file's pins of those slots (see slot_fast_pinned()).
+ * A file stays on the list until it is released, however often the page
+ * is zapped and faulted again.
+ */
 static vm_fault_t pins_region_fault(struct vm_fault *vmf)
 {
 	struct moecache_file *mf = vmf->vma->vm_private_data;
+	/* Set before mmap could succeed; pairs with the release in ioc_attach(). */
+	struct moecache_pool *pool = smp_load_acquire(&mf->pool);
 	unsigned long pgoff = vmf->pgoff - (MOECACHE_PINS_OFFSET >> PAGE_SHIFT);
+	struct moecache_fast_ref *ref;
 
-	if (pgoff >= mf->fast_pins_size >> PAGE_SHIFT)
+	if (pgoff >= mf->fast_pins_size >> PAGE_SHIFT ||
+	    pgoff >= pool->n_fast_pages)
 		return VM_FAULT_SIGBUS;
+	ref = &mf->fast_refs[pgoff];
+	spin_lock(&pool->lock);
+	if (list_empty(&ref->node))
+		list_add_tail(&ref->node, &pool->fast_pinners[pgoff]);
+	spin_unlock(&pool->lock);
 	return fault_page(vmf, vmalloc_to_page((void *)mf->fast_pins +
 					       (pgoff << PAGE_SHIFT)));
 }
@@ -473,7 +524,8 @@ static int mmap_pins_region(struct moecache_file *mf,
 	moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
 	vma->vm_ops = &pins_region_ops;
 	vma->vm_private_data = mf;
-	return remap_vmalloc_range(vma, mf->fast_pins, 0);
+	/* Nothing mapped yet: each page comes by pins_region_fault(). */
+	return 0;
 }
 
 static int mmap_host_region(struct moecache_pool *pool,

@@ -10,13 +10,47 @@
 
 #include "core.h"
 
+static struct list_head *slot_fast_pinners(struct moecache_pool *pool,
+					   u32 slot)
+{
+	return &pool->fast_pinners[slot / MOECACHE_FAST_PINS_PER_PAGE];
+}
+
+/*
+ * Does a client hold a fast pin on slot? Only the files on the slot's
+ * fast_pinners list are read: a file joins it in pins_region_fault(), under
+ * pool->lock, before the page that holds the slot's word is mapped into any
+ * process, so a client's store to that word comes after the file joined.
+ *
+ * Why a file not on the list holds no pin the caller must see: the caller
+ * holds pool->lock and has unpublished the slot (map[idx] stored, then a
+ * full barrier) or is about to unmap it under the same lock. A client that
+ * has yet to fault the page in takes pool->lock in the fault, after this
+ * caller releases it, and so (the unlock is a release, the lock an acquire)
+ * its re-read of map[idx], after its pin, sees the slot gone and backs off.
+ * A client whose fault ran earlier is on the list, and the list is read
+ * under the lock that added it. The pin itself is then seen by the
+ * pairing in slot_unpublish().
+ */
 static bool slot_fast_pinned(struct moecache_pool *pool, u32 slot)
 {
-	struct moecache_file *f;
+	struct moecache_fast_ref *ref;
 
 	lockdep_assert_held(&pool->lock);
-	list_for_each_entry(f, &pool->files, node)
-		if (f->fast_pins && READ_ONCE(f->fast_pins[slot]))
+	list_for_each_entry(ref, slot_fast_pinners(pool, slot), node)
+		if (READ_ONCE(ref->mf->fast_pins[slot]))
+			return true;
+	return false;
+}
+
+/* Has any file had a page of its pins region mapped? */
+static bool pool_fast_pinners(struct moecache_pool *pool)
+{
+	u32 page;
+
+	lockdep_assert_held(&pool->lock);
+	for (page = 0; page < pool->n_fast_pages; page++)
+		if (!list_empty(&pool->fast_pinners[page]))
 			return true;
 	return false;
 }
@@ -29,14 +63,17 @@ static bool slot_fast_pinned(struct moecache_pool *pool, u32 slot)
  * A client stores its pin, then a full barrier, then reads map[] again;
  * here map[] is stored, then a full barrier, then the pins are read. One
  * of the two sees the other's store: either the client sees the slot
- * gone and backs off, or the pin is seen here.
+ * gone and backs off, or the pin is seen here. With no file on the slot's
+ * fast_pinners list nothing is unpublished here: slot_fast_pinned() says
+ * why no client can then hold a pin the caller would miss.
  */
 bool slot_unpublish(struct moecache_pool *pool, u32 slot)
 {
 	u32 idx = pool->owner[slot];
 
 	lockdep_assert_held(&pool->lock);
-	if (WARN_ON_ONCE(idx & MOECACHE_OWNER_FILLING) || !pool->n_fast_files)
+	if (WARN_ON_ONCE(idx & MOECACHE_OWNER_FILLING) ||
+	    list_empty(slot_fast_pinners(pool, slot)))
 		return true;
 	WRITE_ONCE(pool->map[idx], MOECACHE_NONE);
 	/* Pairs with the fast pinner's fence between its pin and its re-read. */
@@ -80,7 +117,7 @@ bool slot_reusable(struct moecache_pool *pool, u32 slot)
 	 * go; with this one, a pin whose re-read missed that store is seen.
 	 */
 	smp_mb();
-	if (pool->n_fast_files && slot_fast_pinned(pool, slot))
+	if (slot_fast_pinned(pool, slot))
 		return false;
 	pool->slot_flags[slot] &= ~SF_MOVED;
 	return true;
@@ -138,7 +175,7 @@ static bool range_unpublish(struct moecache_pool *pool, u32 begin, u32 end)
 	u32 slot;
 
 	lockdep_assert_held(&pool->lock);
-	if (!pool->n_fast_files)
+	if (!pool_fast_pinners(pool))
 		return true;
 	for (slot = begin; slot < end; slot++)
 		if (slot_resident(pool, slot))
@@ -157,19 +194,28 @@ static bool range_unpublish(struct moecache_pool *pool, u32 begin, u32 end)
 	return false;
 }
 
-/* A resident expert leaves: its move to another slot, if any, is off. */
-static void move_cancel_of(struct moecache_pool *pool, u32 idx)
+/*
+ * Drops the moves out of [begin, end), whose experts go with it, after
+ * range_unpublish(): their map[] entries are in the range, or NONE (a
+ * moving expert is resident, and only range_unpublish() took it off).
+ * One pass over the slots, however many moves there are.
+ */
+static void range_cancel_moves_out(struct moecache_pool *pool, u32 begin,
+				   u32 end)
 {
-	u32 slot;
+	u32 slot, own, idx, from;
 
 	lockdep_assert_held(&pool->lock);
-	if (!test_bit(idx, pool->moving))
-		return;
-	for (slot = 0; slot < pool->n_slots; slot++)
-		if (pool->owner[slot] == (MOECACHE_OWNER_FILLING | idx)) {
+	for (slot = 0; slot < pool->n_slots; slot++) {
+		own = pool->owner[slot];
+		if (own == MOECACHE_NONE || !(own & MOECACHE_OWNER_FILLING))
+			continue;
+		idx = own & MOECACHE_OWNER_IDX_MASK;
+		from = pool->map[idx];
+		if (test_bit(idx, pool->moving) &&
+		    (from == MOECACHE_NONE || (from >= begin && from < end)))
 			move_cancel(pool, slot);
-			return;
-		}
+	}
 }
 
 /*
@@ -190,13 +236,13 @@ int bank_clear_residency(struct moecache_pool *pool, u32 bank)
 		map_write_end(pool);
 		return -EBUSY;
 	}
+	range_cancel_moves_out(pool, begin, end);
 	for (slot = begin; slot < end; slot++) {
 		own = pool->owner[slot];
 		idx = own & MOECACHE_OWNER_IDX_MASK;
 		if (own == MOECACHE_NONE) {
 			pool->slot_flags[slot] = 0;
 		} else if (!(own & MOECACHE_OWNER_FILLING)) {
-			move_cancel_of(pool, idx);
 			slot_unmap(pool, slot);
 		} else if (test_bit(idx, pool->moving)) {
 			move_cancel(pool, slot);

@@ -185,13 +185,36 @@ static bool moecache_nl_party_may_admin(const struct moecache_nl_party *p,
 	return uid_eq(p->cred->euid, o->uid) || moecache_nl_party_admin(p);
 }
 
-/* moecache_pool_fn: 0 if the caller (arg) may read the pool, or -EACCES. */
+/*
+ * May the caller learn that the pool exists: may both parties attach to
+ * it in some role (read or write)? A refusal to anyone else is -ENOENT.
+ */
+static bool moecache_nl_may_see(const struct moecache_nl_caller *c,
+				const struct moecache_pool_owner *o)
+{
+	const struct moecache_nl_party *p[] = { &c->opener, &c->sender };
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(p); i++)
+		if (!(moecache_owner_granted(o, p[i]->cred) &
+		      (MAY_READ | MAY_WRITE)) &&
+		    !moecache_nl_party_admin(p[i]))
+			return false;
+	return true;
+}
+
+/*
+ * moecache_pool_fn: 0 if the caller (arg) may read the pool, -EACCES if it
+ * may only write it, else -ENOENT.
+ */
 static int moecache_nl_check_read(struct moecache_pool *pool, void *arg)
 {
 	struct moecache_pool_owner owner;
 
 	moecache_pool_owner(pool, &owner);
-	return moecache_nl_may_read(arg, &owner) ? 0 : -EACCES;
+	if (moecache_nl_may_read(arg, &owner))
+		return 0;
+	return moecache_nl_may_see(arg, &owner) ? -EACCES : -ENOENT;
 }
 
 /* moecache_pool_fn: 0 if the caller (arg) may administer the pool. */
@@ -204,7 +227,7 @@ static int moecache_nl_check_admin(struct moecache_pool *pool, void *arg)
 	if (moecache_nl_party_may_admin(&c->opener, &owner) &&
 	    moecache_nl_party_may_admin(&c->sender, &owner))
 		return 0;
-	return -EPERM;
+	return moecache_nl_may_see(c, &owner) ? -EPERM : -ENOENT;
 }
 
 static int moecache_nl_put_pool(struct sk_buff *skb,

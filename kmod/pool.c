@@ -13,6 +13,8 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/overflow.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/user.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
@@ -127,6 +129,41 @@ static int pool_alloc_pages(struct moecache_pool *pool)
 	return 0;
 }
 
+/*
+ * The host pages stay pinned for the pool's life, so, as io_uring's
+ * registered buffers, they count against the creator's RLIMIT_MEMLOCK in
+ * its user's locked_vm, unless it has CAP_IPC_LOCK; the pool keeps the user
+ * and gives the pages back to it when it is freed. The user, not the mm: a
+ * pool outlives the process that created it.
+ */
+static int pool_charge_memlock(struct moecache_pool *pool)
+{
+	unsigned long limit, cur, new;
+	struct user_struct *user;
+
+	if (capable(CAP_IPC_LOCK))
+		return 0;
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	user = current_user();
+	cur = atomic_long_read(&user->locked_vm);
+	do {
+		if (check_add_overflow(cur, pool->n_pages, &new) ||
+		    new > limit)
+			return -ENOMEM;
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, new));
+	pool->memlock_user = get_uid(user);
+	return 0;
+}
+
+static void pool_uncharge_memlock(struct moecache_pool *pool)
+{
+	if (!pool->memlock_user)
+		return;
+	atomic_long_sub(pool->n_pages, &pool->memlock_user->locked_vm);
+	free_uid(pool->memlock_user);
+	pool->memlock_user = NULL;
+}
+
 static void pool_free(struct moecache_pool *pool)
 {
 	u32 i;
@@ -146,6 +183,8 @@ static void pool_free(struct moecache_pool *pool)
 	bitmap_free(pool->moving);
 	kvfree(pool->slot_flags);
 	kvfree(pool->layer);
+	kvfree(pool->fast_pinners);
+	pool_uncharge_memlock(pool);
 	kfree(pool);
 }
 
@@ -261,13 +300,19 @@ static int pool_alloc_state(struct moecache_pool *pool)
 	pool->slot_flags = kvcalloc(pool->n_slots, sizeof(u8), GFP_KERNEL_ACCOUNT);
 	pool->layer = kvcalloc(pool->n_layers, sizeof(*pool->layer),
 			       GFP_KERNEL_ACCOUNT);
+	pool->n_fast_pages = DIV_ROUND_UP(pool->n_slots,
+					  MOECACHE_FAST_PINS_PER_PAGE);
+	pool->fast_pinners = kvcalloc(pool->n_fast_pages,
+				      sizeof(*pool->fast_pinners),
+				      GFP_KERNEL_ACCOUNT);
 	if (!pool->estate || !pool->req_flags || !pool->n_askers ||
 	    !pool->fail_gen || !pool->qnode || !pool->moving ||
-	    !pool->slot_flags ||
-	    !pool->layer)
+	    !pool->slot_flags || !pool->layer || !pool->fast_pinners)
 		return -ENOMEM;
 	for (i = 0; i < pool->n_idx; i++)
 		INIT_LIST_HEAD(&pool->qnode[i]);
+	for (i = 0; i < pool->n_fast_pages; i++)
+		INIT_LIST_HEAD(&pool->fast_pinners[i]);
 	return 0;
 }
 
@@ -425,7 +470,9 @@ int moecache_pool_create(const struct moecache_pool_create *req,
 	INIT_LIST_HEAD(&pool->files);
 	pool->storm_start = jiffies;
 
-	ret = pool_alloc_banks(pool, req, banks);
+	ret = pool_charge_memlock(pool);
+	if (!ret)
+		ret = pool_alloc_banks(pool, req, banks);
 	if (!ret)
 		ret = pool_alloc_state(pool);
 	if (!ret)
@@ -571,6 +618,17 @@ bool pool_permits(struct moecache_pool *pool, int want,
 	if ((moecache_owner_granted(&owner, current_cred()) & want) == want)
 		return true;
 	return capable(CAP_SYS_ADMIN);
+}
+
+/*
+ * May the file's two parties learn that the pool exists? Only if they may
+ * attach to it in some role (docs/abi.md, "Security model"): for anyone
+ * else a refusal reads as ENOENT, as for a name nobody took.
+ */
+bool pool_visible(struct moecache_pool *pool, const struct moecache_file *mf)
+{
+	return pool_permits(pool, MAY_READ, mf) ||
+	       pool_permits(pool, MAY_WRITE, mf);
 }
 
 bool pool_may_admin(struct moecache_pool *pool,
@@ -815,7 +873,9 @@ long ioc_pool_create(struct moecache_pool *pool, struct moecache_file *mf,
 /* moecache_pool_fn: may the file's two parties (arg) destroy the pool? */
 static int file_may_destroy(struct moecache_pool *pool, void *arg)
 {
-	return pool_may_admin(pool, arg) ? 0 : -EPERM;
+	if (pool_may_admin(pool, arg))
+		return 0;
+	return pool_visible(pool, arg) ? -EPERM : -ENOENT;
 }
 
 long ioc_pool_destroy(struct moecache_pool *pool, struct moecache_file *mf,

@@ -408,8 +408,13 @@ static void check_usable(struct fi *fi)
 
 /* ---- the calls under test ---- */
 
-static void sc_create(struct fi *fi, bool big)
+/* big: 2 MiB records; banks: two banks of half the slots, tiers 0 and 1. */
+static void sc_create(struct fi *fi, bool big, bool banks)
 {
+	const struct moecache_bank_layout layout[2] = {
+	    {.n_slots = FI_SLOTS / 2, .tier = 0},
+	    {.n_slots = FI_SLOTS - FI_SLOTS / 2, .tier = 1},
+	};
 	struct moecache_info before, after;
 	const char *name = big ? fi->big_pool : "fi-create";
 	int fd = dev_open();
@@ -429,6 +434,10 @@ static void sc_create(struct fi *fi, bool big)
 		/* Big: 2 MiB records, allocated as order-9 blocks and split. */
 		c.expert_bytes = big ? 2u << 20 : (uint64_t)fi->page;
 		c.mode = 0600;
+		if (banks) {
+			c.n_banks = 2;
+			c.banks = (uintptr_t)layout;
+		}
 		ret = armed_ioctl(fi, fd, MOECACHE_IOC_POOL_CREATE, &c);
 	}
 	check_errno(fi, ret, "POOL_CREATE");
@@ -457,12 +466,17 @@ out:
 
 static void sc_create_small(struct fi *fi)
 {
-	sc_create(fi, false);
+	sc_create(fi, false, false);
 }
 
 static void sc_create_big(struct fi *fi)
 {
-	sc_create(fi, true);
+	sc_create(fi, true, false);
+}
+
+static void sc_create_banks(struct fi *fi)
+{
+	sc_create(fi, false, true);
 }
 
 static void sc_attach(struct fi *fi, uint32_t role, uint32_t flags)
@@ -916,6 +930,7 @@ static const struct {
 } scenarios[] = {
     {"pool_create", sc_create_small},
     {"pool_create_big", sc_create_big},
+    {"pool_create_banks", sc_create_banks},
     {"attach_client", sc_attach_client},
     {"attach_fast_pins", sc_attach_fast},
     {"attach_loader", sc_attach_loader},

@@ -500,6 +500,7 @@ static void op_create(struct fz_lane *l, struct fz_fd *f)
 {
 	const struct fz_config *c = l->cfg;
 	static const uint32_t modes[] = {0600, 0640, 0644, 0660, 0666, 0604, 0606, 0000, 0400};
+	struct moecache_bank_layout banks[2];
 	struct moecache_pool_create req;
 	struct fz_expect e;
 	uint32_t local;
@@ -588,6 +589,25 @@ static void op_create(struct fz_lane *l, struct fz_fd *f)
 			req.expert_end = req.n_experts;
 			req.expert_bytes = c->info.max_expert_bytes;
 			fz_defect(&e, "too-big", ENOSPC, EOVERFLOW, 0);
+			break;
+		case 12:
+			/* Banks whose slots do not add up to n_slots (the model has one bank). */
+			memset(banks, 0, sizeof(banks));
+			banks[0].n_slots = req.n_slots;
+			banks[1].n_slots = 1 + fz_below(l, 4);
+			banks[1].tier = fz_below(l, 3);
+			req.n_banks = 2;
+			req.banks = (uintptr_t)banks;
+			fz_defect(&e, "bank-slot-sum", EINVAL, 0);
+			break;
+		case 13:
+			req.n_banks = c->info.max_banks + 1 + fz_below(l, 100);
+			req.banks = (uintptr_t)banks;
+			fz_defect(&e, "too-many-banks", E2BIG, 0);
+			break;
+		case 14:
+			req.pad2 = 1 + fz_below(l, 1000);
+			fz_defect(&e, "pad2", EINVAL, 0);
 			break;
 		default:
 			break;

@@ -319,10 +319,13 @@ void load_owner_unprivileged(struct ct_ctx *ctx)
 void load_unprivileged(struct ct_ctx *ctx)
 {
 	char name[MOECACHE_NAME_LEN], want[160];
+	struct ct_geom g = moe_geom;
 	struct ct_out o;
 
+	/* Others may read it, so they learn it exists, but not write it. */
+	g.mode = 0604;
 	ct_pool(ctx, "priv", name);
-	ct_create(name, &moe_geom);
+	ct_create(name, &g);
 	ct_ctl(ctx, &o, true, "load", name, "--synthetic", NULL);
 	CT_EQ(o.status, 1);
 	snprintf(want, sizeof(want), "moecachectl: pool '%s': Permission denied\n", name);

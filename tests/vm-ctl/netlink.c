@@ -23,6 +23,15 @@ static const struct ct_geom small = {
     .expert_bytes = 4096,
 };
 
+/* The same, readable by others. */
+static const struct ct_geom small_readable = {
+    .n_layers = 3,
+    .n_experts = 8,
+    .n_slots = 4,
+    .expert_bytes = 4096,
+    .mode = 0604,
+};
+
 /* ---- well-formed requests ---- */
 
 void nl_create_info(struct ct_ctx *ctx)
@@ -520,7 +529,8 @@ void nl_destroy_not_owner(struct ct_ctx *ctx)
 	struct ctl_nl nl;
 
 	ct_pool(ctx, "o", a.name);
-	ct_create(a.name, &small);
+	/* One nobody may read: of another pool it would not learn even that. */
+	ct_create(a.name, &small_readable);
 	CT_EQ(ct_as_nobody(nobody_destroys, &a), EPERM);
 	ct_nl_open(&nl);
 	CT_OK(ctl_nl_pool_info(&nl, a.name, &p));
@@ -548,7 +558,7 @@ void nl_flush_not_owner(struct ct_ctx *ctx)
 	struct as_nobody_arg a;
 
 	ct_pool(ctx, "o", a.name);
-	ct_create(a.name, &small);
+	ct_create(a.name, &small_readable);
 	CT_EQ(ct_as_nobody(nobody_flushes, &a), EPERM);
 }
 

@@ -142,8 +142,9 @@ void nl_stats_private_pool(struct ct_ctx *ctx)
 	/* the routing leak: per-layer hits and misses of a pool nobody may read */
 	ct_pool(ctx, "p", a.name);
 	ct_create(a.name, &private_pool);
-	CT_EQ(ct_as_nobody(reads_stats, &a), EACCES);
-	CT_EQ(ct_as_nobody(dumps_stats, &a), EACCES);
+	/* No right at all: as if there were no such pool. */
+	CT_EQ(ct_as_nobody(reads_stats, &a), ENOENT);
+	CT_EQ(ct_as_nobody(dumps_stats, &a), ENOENT);
 }
 
 void nl_info_private_pool(struct ct_ctx *ctx)
@@ -152,7 +153,7 @@ void nl_info_private_pool(struct ct_ctx *ctx)
 
 	ct_pool(ctx, "p", a.name);
 	ct_create(a.name, &private_pool);
-	CT_EQ(ct_as_nobody(describes, &a), EACCES);
+	CT_EQ(ct_as_nobody(describes, &a), ENOENT);
 	CT_EQ(ct_as_nobody(lists, &a), 0);
 	/* root still sees it: the list is not simply empty */
 	CT_EQ(lists(&a), 1);
@@ -183,16 +184,94 @@ void nl_stats_deputy(struct ct_ctx *ctx)
 	/* root asks on a socket nobody opened: nobody would read the answer */
 	ct_nl_adopt(&deputy, ct_nobody_socket());
 	a.nl = &deputy;
-	CT_EQ(reads_stats(&a), EACCES);
+	CT_EQ(reads_stats(&a), ENOENT);
 	ct_nl_adopt(&deputy, ct_nobody_socket());
-	CT_EQ(dumps_stats(&a), EACCES);
+	CT_EQ(dumps_stats(&a), ENOENT);
 	ct_nl_adopt(&deputy, ct_nobody_socket());
-	CT_EQ(describes(&a), EACCES);
+	CT_EQ(describes(&a), ENOENT);
 	/* nobody asks on a socket root opened */
 	ct_nl_open(&root);
 	a.nl = &root;
-	CT_EQ(ct_as_nobody(reads_stats, &a), EACCES);
+	CT_EQ(ct_as_nobody(reads_stats, &a), ENOENT);
 	ctl_nl_close(&root);
+}
+
+static int destroys(void *p)
+{
+	struct pool_arg *a = p;
+	struct ctl_nl own, *nl;
+	int ret;
+
+	if (open_or(a, &own, &nl))
+		return 100;
+	ret = ctl_nl_pool_destroy(nl, a->name);
+	ctl_nl_close(nl);
+	return errno_of(ret);
+}
+
+static int flushes(void *p)
+{
+	struct pool_arg *a = p;
+	struct ctl_nl own, *nl;
+	uint32_t flushed;
+	int ret;
+
+	if (open_or(a, &own, &nl))
+		return 100;
+	ret = ctl_nl_flush(nl, a->name, &flushed);
+	ctl_nl_close(nl);
+	return errno_of(ret);
+}
+
+/* A pool (or none) and what uid 65534 gets for each request. */
+static const struct {
+	const char *what;
+	bool exists;
+	uint32_t gid;
+	uint32_t mode;
+	int info, stats, dump, flush, destroy;
+} probe_cases[] = {
+    {"no such pool", false, 0, 0, ENOENT, ENOENT, ENOENT, ENOENT, ENOENT},
+    {"root's 0600", true, 0, 0600, ENOENT, ENOENT, ENOENT, ENOENT, ENOENT},
+    {"root's 0640, another group", true, 1, 0640, ENOENT, ENOENT, ENOENT, ENOENT, ENOENT},
+    {"root's 0604", true, 0, 0604, 0, 0, 0, EPERM, EPERM},
+    {"root's 0602: others may only write", true, 0, 0602, EACCES, EACCES, EACCES, EPERM,
+     EPERM},
+};
+
+static void probe_expect(const char *what, const char *op, int got, int want)
+{
+	if (got != want)
+		CT_FAIL("%s, %s by uid 65534: %s, expected %s", what, op,
+			got ? strerror(got) : "success", want ? strerror(want) : "success");
+}
+
+void nl_probe_table(struct ct_ctx *ctx)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(probe_cases) / sizeof(probe_cases[0]); i++) {
+		struct ct_geom g = private_pool;
+		struct pool_arg a = {.nl = NULL};
+		char suffix[8];
+
+		snprintf(suffix, sizeof(suffix), "t%zu", i);
+		ct_pool(ctx, suffix, a.name);
+		g.gid = probe_cases[i].gid;
+		g.mode = probe_cases[i].mode;
+		if (probe_cases[i].exists)
+			ct_create(a.name, &g);
+		probe_expect(probe_cases[i].what, "POOL_INFO", ct_as_nobody(describes, &a),
+			     probe_cases[i].info);
+		probe_expect(probe_cases[i].what, "STATS", ct_as_nobody(reads_stats, &a),
+			     probe_cases[i].stats);
+		probe_expect(probe_cases[i].what, "STATS dump", ct_as_nobody(dumps_stats, &a),
+			     probe_cases[i].dump);
+		probe_expect(probe_cases[i].what, "FLUSH", ct_as_nobody(flushes, &a),
+			     probe_cases[i].flush);
+		probe_expect(probe_cases[i].what, "POOL_DESTROY", ct_as_nobody(destroys, &a),
+			     probe_cases[i].destroy);
+	}
 }
 
 void nl_destroy_deputy(struct ct_ctx *ctx)
@@ -206,8 +285,9 @@ void nl_destroy_deputy(struct ct_ctx *ctx)
 	ct_pool(ctx, "d", name);
 	ct_create(name, &private_pool);
 	ct_nl_adopt(&deputy, ct_nobody_socket());
-	CT_RET(ctl_nl_pool_destroy(&deputy, name), -EPERM);
-	CT_RET(ctl_nl_flush(&deputy, name, &flushed), -EPERM);
+	/* its opener may not even know the pool exists */
+	CT_RET(ctl_nl_pool_destroy(&deputy, name), -ENOENT);
+	CT_RET(ctl_nl_flush(&deputy, name, &flushed), -ENOENT);
 	ctl_nl_close(&deputy);
 	ct_nl_open(&nl);
 	CT_OK(ctl_nl_pool_info(&nl, name, &p));

@@ -66,10 +66,11 @@ const struct ct_test ct_tests[] = {
      .description = "a socket root opened gives an unprivileged sender no right to create",
      .run = nl_create_root_socket_unprivileged},
     {.name = "bad_input_nl_destroy_not_owner",
-     .description = "POOL_DESTROY by another user is EPERM and leaves the pool",
+     .description = "POOL_DESTROY by another user who may read the pool is EPERM and leaves "
+		    "the pool",
      .run = nl_destroy_not_owner},
     {.name = "bad_input_nl_flush_not_owner",
-     .description = "FLUSH by another user is EPERM",
+     .description = "FLUSH by another user who may read the pool is EPERM",
      .run = nl_flush_not_owner},
     {.name = "bad_input_nl_destroy_attached",
      .description = "POOL_DESTROY of an attached pool is EBUSY",
@@ -139,9 +140,14 @@ const struct ct_test ct_tests[] = {
     {.name = "permission_nl_stats_deputy",
      .description = "STATS needs read permission for both the socket's opener and its sender",
      .run = nl_stats_deputy},
+    {.name = "permission_nl_probe_table",
+     .description = "uid 65534 gets ENOENT from INFO, STATS, FLUSH and DESTROY of a pool it "
+		    "has no right on, as for none; EACCES/EPERM only on one it may attach to "
+		    "(table)",
+     .run = nl_probe_table},
     {.name = "permission_nl_destroy_deputy",
      .description = "a socket uid 65534 opened, handed to root, neither destroys nor flushes "
-		    "(the confused deputy)",
+		    "a 0600 pool, nor learns it exists (the confused deputy)",
      .run = nl_destroy_deputy},
     {.name = "permission_nl_events_private_pool",
      .description = "uid 65534 listening gets a readable pool's events and none of a root "
@@ -238,7 +244,7 @@ const struct ct_test ct_tests[] = {
      .run = cli_flush},
     {.name = "permission_cli_reads_private",
      .description = "stats, pool info and pool list as a user: a root 0600 pool is "
-		    "'Permission denied' and not listed",
+		    "'No such pool' and not listed",
      .run = cli_reads_private},
     {.name = "basic_cli_bank",
      .description = "bank shows the descriptor the agent set, and says when there is none",

@@ -51,6 +51,7 @@ void nl_info_private_pool(struct ct_ctx *ctx);
 void nl_group_reads(struct ct_ctx *ctx);
 void nl_stats_deputy(struct ct_ctx *ctx);
 void nl_destroy_deputy(struct ct_ctx *ctx);
+void nl_probe_table(struct ct_ctx *ctx);
 void nl_events_private_pool(struct ct_ctx *ctx);
 void nl_events_deputy(struct ct_ctx *ctx);
 void nl_events_subscribe_twice(struct ct_ctx *ctx);

@@ -944,6 +944,10 @@ static const struct vm_suite *const vm_suites[] = {
     &vm_concurrency_suite,
     &vm_fastpins_suite,
     &vm_tenant_suite,
+    &vm_fastpin_count_suite,
+    &vm_queue_depth_suite,
+    &vm_memlock_suite,
+    &vm_probing_suite,
     &vm_tiers_suite,
     /* Last: it ends with the module-unload check. */
     &vm_lifetime_suite,
@@ -1217,6 +1221,19 @@ static void vm_print_diagnostics(const struct vm_outcome *o)
 	}
 }
 
+/* Every line of a test's output, as TAP comments. */
+static void vm_print_output(const struct vm_outcome *o)
+{
+	const char *p = o->output;
+	size_t n;
+
+	for (; *p; p += n + (p[n] == '\n')) {
+		n = strcspn(p, "\n");
+		if (n)
+			printf("# %.*s\n", (int)n, p);
+	}
+}
+
 static bool vm_selected(const struct vm_test *t, int nfilters, char **filters)
 {
 	int i;
@@ -1295,6 +1312,9 @@ int main(int argc, char **argv)
 			case VM_PASS:
 				passed++;
 				printf("ok %u - %s # %s\n", number, t->name, t->description);
+				/* A measurement's figures go out with its pass. */
+				if (!strncmp(t->name, "perf_", 5))
+					vm_print_output(&outcome);
 				break;
 			case VM_SKIPPED:
 				skipped++;

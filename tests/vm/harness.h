@@ -63,6 +63,10 @@ extern const struct vm_suite vm_concurrency_suite;
 extern const struct vm_suite vm_lifetime_suite;
 extern const struct vm_suite vm_fastpins_suite;
 extern const struct vm_suite vm_tenant_suite;
+extern const struct vm_suite vm_fastpin_count_suite;
+extern const struct vm_suite vm_queue_depth_suite;
+extern const struct vm_suite vm_memlock_suite;
+extern const struct vm_suite vm_probing_suite;
 extern const struct vm_suite vm_tiers_suite;
 
 /* Highest suffix vm_pool_name() may be given; the runner cleans these up. */

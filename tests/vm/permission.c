@@ -344,7 +344,7 @@ static void permission_unpriv_create_eperm(struct vm_ctx *ctx)
 	vm_expect_no_pool(ctx->pool);
 }
 
-static void permission_unpriv_private_pool_eacces(struct vm_ctx *ctx)
+static void permission_unpriv_private_pool_enoent(struct vm_ctx *ctx)
 {
 	struct unpriv_job *job = unpriv_job_new(ctx->pool, NOBODY);
 	struct vm_view a;
@@ -357,9 +357,10 @@ static void permission_unpriv_private_pool_eacces(struct vm_ctx *ctx)
 	vm_snap_take(&a, &snap);
 	vm_reap_ok(vm_spawn(unpriv_attach_main, job), 10000, "the unprivileged process");
 	vm_put_node(job->node);
-	expect_ret(job->attach_ret[MOECACHE_ROLE_CLIENT], EACCES, "client ATTACH to a 0600 pool");
-	expect_ret(job->attach_ret[MOECACHE_ROLE_AGENT], EACCES, "agent ATTACH to a 0600 pool");
-	expect_ret(job->attach_ret[MOECACHE_ROLE_LOADER], EACCES, "loader ATTACH to a 0600 pool");
+	/* No right at all: as if there were no such pool (tests/vm/probing.c). */
+	expect_ret(job->attach_ret[MOECACHE_ROLE_CLIENT], ENOENT, "client ATTACH to a 0600 pool");
+	expect_ret(job->attach_ret[MOECACHE_ROLE_AGENT], ENOENT, "agent ATTACH to a 0600 pool");
+	expect_ret(job->attach_ret[MOECACHE_ROLE_LOADER], ENOENT, "loader ATTACH to a 0600 pool");
 	VM_SNAP_SAME(&a, &snap, "refused ATTACHes");
 	vm_detach(&a);
 	vm_pool_destroy(ctx->pool);
@@ -427,7 +428,7 @@ static void permission_unpriv_group_reader(struct vm_ctx *ctx)
 	readable_pool_test(ctx, NOBODY, 0640, NOBODY);
 }
 
-static void permission_unpriv_other_group_eacces(struct vm_ctx *ctx)
+static void permission_unpriv_other_group_enoent(struct vm_ctx *ctx)
 {
 	struct unpriv_job *job = unpriv_job_new(ctx->pool, NOBODY);
 	struct vm_geom g = vm_geom_default;
@@ -438,7 +439,7 @@ static void permission_unpriv_other_group_eacces(struct vm_ctx *ctx)
 	vm_pool_create(ctx->pool, &g);
 	vm_reap_ok(vm_spawn(unpriv_attach_main, job), 10000, "the unprivileged process");
 	vm_put_node(job->node);
-	expect_ret(job->attach_ret[MOECACHE_ROLE_CLIENT], EACCES,
+	expect_ret(job->attach_ret[MOECACHE_ROLE_CLIENT], ENOENT,
 		   "client ATTACH to a pool of another group");
 	vm_pool_destroy(ctx->pool);
 }
@@ -544,14 +545,15 @@ static const struct vm_test permission_tests[] = {
 	    "the agent may mprotect its host mapping writable and a client sees the write"),
     VM_TEST(permission_second_agent_ebusy, "a second agent is EBUSY until the first one detaches"),
     VM_TEST(permission_unpriv_create_eperm, "POOL_CREATE without CAP_SYS_ADMIN is EPERM"),
-    VM_TEST(permission_unpriv_private_pool_eacces,
-	    "another uid cannot attach to a 0600 root pool in any role (EACCES)"),
+    VM_TEST(permission_unpriv_private_pool_enoent,
+	    "another uid cannot attach to a 0600 root pool in any role, nor tell it exists "
+	    "(ENOENT)"),
     VM_TEST(permission_unpriv_client_of_0644_pool,
 	    "another uid may attach to a 0644 pool as a client only, and acquire"),
     VM_TEST(permission_unpriv_group_reader,
 	    "a member of the pool's group may attach to a 0640 pool as a client only"),
-    VM_TEST(permission_unpriv_other_group_eacces,
-	    "a uid outside the pool's group cannot attach to a 0640 pool"),
+    VM_TEST(permission_unpriv_other_group_enoent,
+	    "a uid outside the pool's group cannot attach to a 0640 pool (ENOENT)"),
     VM_TEST(permission_unpriv_agent_of_writable_pool,
 	    "another uid may be the agent of a 0666 pool"),
     VM_TEST(permission_unpriv_destroy_eperm,

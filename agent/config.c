@@ -23,6 +23,8 @@ static const char agent_usage[] =
     "  --copy-delay-us N    pause in the middle of every copy (testing)\n"
     "  --retry-ms N         retry period while every slot is pinned\n"
     "  --tick-ms N          period of the access scan\n"
+    "  --tier-placement P   pools with several banks: dynamic (victims move down a\n"
+    "                       tier) or static (each lower bank owns a slice of experts)\n"
     "  --log-level N        3 (errors) .. 7 (debug)\n"
     "  --device PATH        the device node\n"
     "  --gpu-devices SPEC   cuda, rocm: auto, N[,M...], POOL:N (which GPU holds a bank)\n"
@@ -166,6 +168,12 @@ int agent_config_set(struct agent_config *c, const char *key, const char *value)
 		return agent_parse_u32(value, 1, 60000, &c->retry_ms);
 	if (agent_key_is(key, "tick_ms"))
 		return agent_parse_u32(value, 1, 60000, &c->tick_ms);
+	if (agent_key_is(key, "tier_placement")) {
+		if (strcmp(value, "dynamic") && strcmp(value, "static"))
+			return -EINVAL;
+		c->tier_static = !strcmp(value, "static");
+		return 0;
+	}
 	if (agent_key_is(key, "gpu_devices"))
 		return agent_copy_str(c->gpu_devices, sizeof(c->gpu_devices), value);
 	if (agent_key_is(key, "gpu_budget_mb"))
@@ -286,9 +294,10 @@ int agent_config_load(struct agent_config *c, const char *path, char *err, size_
  * first five have a short form, the first letter.
  */
 static const char *const agent_flags[] = {
-    "pool",	 "config",  "backend",	    "foreground",    "help",	   "policy",
-    "profile",	 "run-dir", "copy-threads", "copy-delay-us", "retry-ms",   "tick-ms",
-    "log-level", "device",  "gpu-devices",  "gpu-budget-mb", "gpu-queues", "gpu-library",
+    "pool",	     "config",	   "backend",	  "foreground",	    "help",
+    "policy",	     "profile",	   "run-dir",	  "copy-threads",   "copy-delay-us",
+    "retry-ms",	     "tick-ms",	   "log-level",	  "device",	    "gpu-devices",
+    "gpu-budget-mb", "gpu-queues", "gpu-library", "tier-placement",
 };
 #define AGENT_N_FLAGS (sizeof(agent_flags) / sizeof(agent_flags[0]))
 #define AGENT_FLAG_BASE 256

@@ -36,6 +36,7 @@ struct agent_config {
 	uint32_t copy_delay_us; /* a pause in the middle of each copy, for tests */
 	uint32_t retry_ms;	/* retry period while every slot is pinned */
 	uint32_t tick_ms;	/* period of the access scan */
+	bool tier_static;	/* banks: static placement (slices), else dynamic (agent/tiers.h) */
 	/* GPU backends (lib/gpu/common.h, struct mc_gpu_params) */
 	char gpu_devices[256];	    /* "" (auto), "auto", "N,M", "POOL:N": which GPU holds a bank */
 	uint32_t gpu_budget_mb;	    /* bank MiB per GPU, shared by the pools; 0: no limit */

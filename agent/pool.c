@@ -30,6 +30,7 @@
 #include "policy/policy.h"
 #include "pool.h"
 #include "slots.h"
+#include "tiers.h"
 
 #define POOL_READ_BATCH 256
 #define POOL_COMPLETION_BATCH 256
@@ -37,6 +38,9 @@
 /* Warm-up proceeds while fewer prefetch copies are in flight, so that a
  * client waiting on one of them never queues behind many. */
 #define POOL_WARM_INFLIGHT 8
+/* Banks: moves decided and not finished, at most (each a chain of copies). */
+#define POOL_MAX_PLANS 64
+#define POOL_PLAN_STEPS (AGENT_TIERS_MAX + 1)
 
 enum pool_req_state {
 	REQ_NONE = 0,
@@ -49,6 +53,40 @@ enum pool_serve_result {
 	SERVE_DONE,    /* resident or being filled already */
 	SERVE_STARTED, /* a copy is under way */
 	SERVE_WAIT,    /* no slot may be taken now */
+};
+
+/*
+ * A pool of several banks (tiers) runs agent/tiers.h's decisions: one
+ * fill or promotion is a plan of moves, deepest first (a victim leaves a
+ * slot before the slot is named again), done one after the other: EVICT
+ * (with MOECACHE_EVICT_MOVE while the expert is resident in another bank,
+ * so it stays readable there), the copy (device to device where the
+ * backends' peer probe says so, else from the host pages), COMMIT (which,
+ * for a move, unpublishes the old slot in the same map change). Plans run
+ * side by side: the slots of a plan are taken in the tiers' views until
+ * its copies finish, so no other plan names them.
+ */
+struct pool_step {
+	uint32_t bank; /* bank index = the level in agent_tiers */
+	uint32_t slot; /* bank-local */
+	uint32_t idx;
+};
+
+struct pool_plan {
+	struct pool_step steps[POOL_PLAN_STEPS];
+	uint32_t n, next; /* steps; the one under way or next to start */
+	bool started;	  /* steps[next] evicted and copying */
+	bool wanted;	  /* the last step fills a request */
+	bool prefetch;
+	bool in_use;
+};
+
+struct pool_bank {
+	struct moecache_map_bank layout;
+	struct agent_backend *be;
+	struct moe_policy *policy;
+	struct agent_slots slots;
+	bool slots_ready;
 };
 
 /* A growable FIFO of local expert indices. */
@@ -64,9 +102,9 @@ struct agent_pool {
 	int exit_fd;
 	struct mc_gpu_budget *gpu_budget; /* shared by the agent's pools, or NULL */
 	pthread_t thread;
-	int done;   /* atomic: the thread has ended */
+	int done;    /* atomic: the thread has ended */
 	int serving; /* atomic: set up, serving requests */
-	int status; /* the thread's exit status */
+	int status;  /* the thread's exit status */
 
 	uint32_t cmd;		/* atomic AGENT_CMD_* bits */
 	uint32_t copy_delay_us; /* atomic: the new delay for AGENT_CMD_RELOAD */
@@ -112,6 +150,19 @@ struct agent_pool {
 
 	uint64_t n_requests, n_fills, n_evictions, n_aborts, n_parked, n_promoted;
 	uint64_t n_cancelled; /* prefetch copies cancelled for a starved demand */
+
+	/* The request path's view: &slots, or bank 0's with several banks. */
+	struct agent_slots *view;
+	/* Several banks (n_banks > 1); one bank uses be, policy and slots above. */
+	uint32_t n_banks;
+	struct pool_bank *banks;
+	struct agent_tiers tiers;
+	bool tiers_ready;
+	struct pool_plan *plans;    /* [POOL_MAX_PLANS] */
+	uint32_t n_plans;	    /* in use */
+	uint32_t *slot_plan;	    /* [n_slots]: 1 + the plan whose copy fills the slot, or 0 */
+	struct pool_plan *building; /* where agent_tiers' moves are recorded */
+	uint64_t n_peer_copies, n_host_moves, n_tier_promotions;
 };
 
 static int fifo_push(struct idx_fifo *q, uint32_t idx)
@@ -232,13 +283,14 @@ static void pool_policy_choice(struct agent_pool *p, char *out, size_t len)
 	snprintf(out, len, "%s", buf);
 }
 
-static int pool_policy_create(struct agent_pool *p, const char *name,
-			      const struct moe_profile *profile, struct moe_policy **out)
+static int pool_policy_create_for(struct agent_pool *p, const char *name,
+				  const struct moe_profile *profile, uint32_t n_slots,
+				  struct moe_policy **out)
 {
 	struct moe_policy_config pc = {
 	    .n_layers = p->info->n_layers,
 	    .n_local = p->info->n_local,
-	    .n_slots = p->info->n_slots,
+	    .n_slots = n_slots,
 	    .profile = profile->n ? profile : NULL,
 	};
 	int ret = moe_policy_create(name, &pc, out);
@@ -246,6 +298,40 @@ static int pool_policy_create(struct agent_pool *p, const char *name,
 	if (ret)
 		agent_err(p->log, p->name, "policy '%s': %s", name, strerror(-ret));
 	return ret;
+}
+
+static int pool_policy_create(struct agent_pool *p, const char *name,
+			      const struct moe_profile *profile, struct moe_policy **out)
+{
+	return pool_policy_create_for(p, name, profile, p->info->n_slots, out);
+}
+
+/* Several banks: each bank's view gets a policy of its own slots. */
+static int pool_banks_set_policy(struct agent_pool *p, const char *name,
+				 const struct moe_profile *profile)
+{
+	struct moe_policy *fresh[AGENT_TIERS_MAX];
+	uint32_t made = 0;
+	int ret = 0;
+
+	for (; made < p->n_banks; made++) {
+		ret = pool_policy_create_for(p, name, profile, p->banks[made].layout.n_slots,
+					     &fresh[made]);
+		if (ret)
+			break;
+	}
+	if (ret) {
+		while (made)
+			moe_policy_destroy(fresh[--made]);
+		return ret;
+	}
+	for (uint32_t i = 0; i < p->n_banks; i++) {
+		agent_slots_set_policy(&p->banks[i].slots, fresh[i]);
+		moe_policy_destroy(p->banks[i].policy);
+		p->banks[i].policy = fresh[i];
+	}
+	p->policy = p->banks[0].policy;
+	return 0;
 }
 
 /*
@@ -263,6 +349,16 @@ static void pool_reload_policy(struct agent_pool *p)
 	installed = pool_installed_profile(p, &fresh);
 	if (installed <= 0 && !strcmp(name, p->policy_choice))
 		return;
+	if (p->n_banks > 1) {
+		if (pool_banks_set_policy(p, name, installed > 0 ? &fresh : &p->profile)) {
+			agent_warn(p->log, p->name, "keeping policy %s",
+				   moe_policy_name(p->policy));
+			moe_profile_free(&fresh);
+			return;
+		}
+		policy = p->policy;
+		goto installed;
+	}
 	if (pool_policy_create(p, name, installed > 0 ? &fresh : &p->profile, &policy)) {
 		agent_warn(p->log, p->name, "keeping policy %s", moe_policy_name(p->policy));
 		moe_profile_free(&fresh);
@@ -271,6 +367,7 @@ static void pool_reload_policy(struct agent_pool *p)
 	agent_slots_set_policy(&p->slots, policy);
 	moe_policy_destroy(p->policy);
 	p->policy = policy;
+installed:
 	snprintf(p->policy_choice, sizeof(p->policy_choice), "%s", name);
 	if (installed > 0) {
 		moe_profile_free(&p->profile);
@@ -287,8 +384,8 @@ static void pool_save_profile(struct agent_pool *p)
 
 	if (!p->profile_path[0] || !p->policy)
 		return;
-	agent_slots_scan_access(&p->slots, moecache_map_clock(p->map));
-	ret = moe_policy_ranking(p->policy, &ranking);
+	agent_slots_scan_access(p->view, moecache_map_clock(p->map));
+	ret = moe_policy_ranking(p->view->policy, &ranking);
 	if (!ret && ranking.n == 0) {
 		/* Nothing was accessed: keep the profile we started with. */
 		moe_profile_free(&ranking);
@@ -330,12 +427,16 @@ static void pool_abort_fill(struct agent_pool *p, uint32_t slot, uint32_t idx)
 	p->n_aborts++;
 }
 
+static enum pool_serve_result pool_serve_tiered(struct agent_pool *p, uint32_t idx, bool prefetch);
+
 /* Takes a slot for idx and starts its copy. */
 static enum pool_serve_result pool_serve(struct agent_pool *p, uint32_t idx, bool prefetch)
 {
 	uint32_t layer, expert, old_layer, old_expert;
 	int slot, ret;
 
+	if (p->n_banks > 1)
+		return pool_serve_tiered(p, idx, prefetch);
 	pool_idx_ids(p, idx, &layer, &expert);
 	if (moecache_map_slot(p->map, layer, expert) != MOECACHE_NONE ||
 	    agent_slots_is_filling(&p->slots, idx))
@@ -368,6 +469,292 @@ static enum pool_serve_result pool_serve(struct agent_pool *p, uint32_t idx, boo
 		return SERVE_STARTED;
 	}
 	return SERVE_WAIT;
+}
+
+/* ---- several banks: tier moves ---- */
+
+static int pool_enqueue(struct agent_pool *p, uint32_t idx, bool demand);
+
+static uint32_t pool_inflight(const struct agent_pool *p)
+{
+	uint32_t n = 0;
+
+	if (p->n_banks <= 1)
+		return p->be ? agent_backend_inflight(p->be) : 0;
+	for (uint32_t i = 0; i < p->n_banks; i++)
+		n += p->banks[i].be ? agent_backend_inflight(p->banks[i].be) : 0;
+	return n;
+}
+
+/* The bank holding global slot, or NULL. */
+static struct pool_bank *pool_bank_of(struct agent_pool *p, uint32_t slot)
+{
+	for (uint32_t i = 0; i < p->n_banks; i++) {
+		const struct moecache_map_bank *l = &p->banks[i].layout;
+
+		if (slot >= l->slot_begin && slot - l->slot_begin < l->n_slots)
+			return &p->banks[i];
+	}
+	return NULL;
+}
+
+static void pool_tier_move(void *ctx, uint32_t tier, uint32_t slot, uint32_t idx,
+			   uint32_t from_tier, uint32_t from_slot)
+{
+	struct agent_pool *p = ctx;
+	struct pool_plan *pl = p->building;
+
+	/* Where it comes from is read from the map when the step starts. */
+	(void)from_tier;
+	(void)from_slot;
+	/* A decision moves each level at most once, and a promotion adds one. */
+	if (pl && pl->n < POOL_PLAN_STEPS)
+		pl->steps[pl->n++] = (struct pool_step){.bank = tier, .slot = slot, .idx = idx};
+}
+
+static void pool_tier_clear(void *ctx, uint32_t tier, uint32_t slot)
+{
+	/* The COMMIT of the move out of it frees the slot in the driver. */
+	(void)ctx;
+	(void)tier;
+	(void)slot;
+}
+
+static const struct agent_tier_ops pool_tier_ops = {
+    .move = pool_tier_move,
+    .clear = pool_tier_clear,
+    .deferred_commit = true,
+};
+
+static struct pool_plan *pool_plan_new(struct agent_pool *p)
+{
+	if (p->n_plans == POOL_MAX_PLANS)
+		return NULL;
+	for (uint32_t i = 0; i < POOL_MAX_PLANS; i++) {
+		struct pool_plan *pl = &p->plans[i];
+
+		if (pl->in_use)
+			continue;
+		memset(pl, 0, sizeof(*pl));
+		pl->in_use = true;
+		p->n_plans++;
+		return pl;
+	}
+	return NULL;
+}
+
+static void pool_plan_free(struct agent_pool *p, struct pool_plan *pl)
+{
+	pl->in_use = false;
+	p->n_plans--;
+}
+
+/*
+ * The plan's remaining steps are dropped (the current one's fill was
+ * aborted in the driver already): their slots go back to the views, which
+ * are rebuilt from the map. A request it was filling is served again.
+ */
+static int pool_plan_abandon(struct agent_pool *p, struct pool_plan *pl, bool requeue)
+{
+	/* A decision that failed before its first move has no steps. */
+	uint32_t idx = pl->n ? pl->steps[pl->n - 1].idx : MOECACHE_NONE, layer, expert;
+	bool wanted = pl->wanted && idx != MOECACHE_NONE;
+
+	for (uint32_t i = pl->next; i < pl->n; i++)
+		agent_slots_aborted(&p->banks[pl->steps[i].bank].slots, pl->steps[i].slot);
+	pool_plan_free(p, pl);
+	agent_tiers_sync(&p->tiers);
+	p->n_aborts++;
+	if (!requeue || !wanted)
+		return 0;
+	pool_idx_ids(p, idx, &layer, &expert);
+	if (moecache_map_slot(p->map, layer, expert) == MOECACHE_NONE)
+		return pool_enqueue(p, idx, true);
+	return 0;
+}
+
+/* Starts steps[next]: EVICT (MOVE while the expert is resident in another bank), then its copy. */
+static int pool_plan_step(struct agent_pool *p, struct pool_plan *pl)
+{
+	const struct pool_step *st = &pl->steps[pl->next];
+	struct pool_bank *b = &p->banks[st->bank], *from;
+	uint32_t global = b->layout.slot_begin + st->slot, cur, old_layer, old_expert;
+	struct agent_copy c = {.slot = st->slot,
+			       .flags = pl->prefetch ? MOECACHE_FILL_PREFETCH : 0};
+	struct moecache_fill f = {.slot = global};
+	int ret;
+
+	if (p->stopping)
+		return pool_plan_abandon(p, pl, false);
+	pool_idx_ids(p, st->idx, &c.layer, &c.expert);
+	cur = moecache_map_slot(p->map, c.layer, c.expert);
+	ret = moecache_evict_flags(p->mc, global, c.layer, c.expert,
+				   cur != MOECACHE_NONE ? MOECACHE_EVICT_MOVE : 0, &old_layer,
+				   &old_expert);
+	if (ret == -EBUSY) {
+		/*
+		 * A client pinned what the slot held after the decision, or still
+		 * pins the slot a move of this plan left. That client may be
+		 * waiting for this very plan: waiting here could deadlock, so the
+		 * request is decided again, without this slot for the round.
+		 */
+		agent_slots_exclude(&b->slots, st->slot);
+		return pool_plan_abandon(p, pl, true);
+	}
+	if (ret) {
+		agent_warn(p->log, p->name, "evict slot %u for %u/%u%s: %s", global, c.layer,
+			   c.expert, cur != MOECACHE_NONE ? " (move)" : "", strerror(-ret));
+		return pool_plan_abandon(p, pl, true);
+	}
+	if (old_layer != MOECACHE_NONE)
+		p->n_evictions++;
+	from = cur != MOECACHE_NONE ? pool_bank_of(p, cur) : NULL;
+	if (from && agent_backend_can_peer(b->be, from->be)) {
+		ret = agent_backend_copy_peer(b->be, from->be, cur - from->layout.slot_begin, &c);
+		p->n_peer_copies += !ret;
+	} else {
+		c.src = p->host + (uint64_t)st->idx * p->info->expert_bytes;
+		ret = agent_backend_copy(b->be, &c);
+		p->n_host_moves += !ret && from;
+	}
+	if (ret) {
+		agent_err(p->log, p->name, "copy into slot %u: %s", global, strerror(-ret));
+		f.layer = c.layer;
+		f.expert = c.expert;
+		if (moecache_abort(p->mc, &f, 1))
+			agent_err(p->log, p->name, "abort of slot %u failed", global);
+		return pool_plan_abandon(p, pl, true);
+	}
+	pl->started = true;
+	p->slot_plan[global] = (uint32_t)(pl - p->plans) + 1;
+	return 0;
+}
+
+/* A copy of a plan finished: commit it and start the next step. */
+static int pool_plan_copied(struct agent_pool *p, struct pool_bank *b, const struct agent_copy *c)
+{
+	uint32_t global = b->layout.slot_begin + c->slot, id = p->slot_plan[global];
+	struct moecache_fill f = {
+	    .slot = global, .layer = c->layer, .expert = c->expert, .flags = c->flags};
+	struct pool_plan *pl;
+	int ret = c->status;
+
+	if (!id)
+		return 0; /* not a plan's: nothing is waiting for it */
+	p->slot_plan[global] = 0;
+	pl = &p->plans[id - 1];
+	if (!ret)
+		ret = moecache_commit(p->mc, &f, 1);
+	if (ret) {
+		agent_err(p->log, p->name, "fill of slot %u: %s", global, strerror(-ret));
+		if (moecache_abort(p->mc, &f, 1))
+			agent_err(p->log, p->name, "abort of slot %u failed", global);
+		return pool_plan_abandon(p, pl, true);
+	}
+	p->n_fills++;
+	agent_tiers_committed(&p->tiers, pl->steps[pl->next].bank, c->slot);
+	pl->started = false;
+	if (++pl->next == pl->n) {
+		pool_plan_free(p, pl);
+		return 0;
+	}
+	return pool_plan_step(p, pl);
+}
+
+static int pool_collect_bank(struct agent_pool *p, uint32_t bank)
+{
+	struct pool_bank *b = &p->banks[bank];
+	int n;
+
+	do {
+		n = agent_backend_completions(b->be, p->done_copies, p->max_batch);
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++) {
+			int ret = pool_plan_copied(p, b, &p->done_copies[i]);
+
+			if (ret)
+				return ret;
+		}
+	} while ((uint32_t)n == p->max_batch);
+	return 0;
+}
+
+/* Records what agent_tiers decides for one expert (fill or promote) and starts it. */
+static int pool_plan_run(struct agent_pool *p, uint32_t idx, bool promote, bool prefetch)
+{
+	struct pool_plan *pl = pool_plan_new(p);
+	int ret;
+
+	if (!pl)
+		return -EAGAIN;
+	pl->wanted = !promote;
+	pl->prefetch = prefetch || promote;
+	p->building = pl;
+	ret = promote ? agent_tiers_promote(&p->tiers, idx)
+		      : agent_tiers_fill_as(&p->tiers, idx, prefetch);
+	p->building = NULL;
+	if (ret < 0 || !pl->n) {
+		/* A client pinned the victim between the policy's look and the check. */
+		if (ret == -EPROTO)
+			agent_info(p->log, p->name, "a victim was pinned meanwhile: retried");
+		/* Nothing was started: the views go back to the map. */
+		if (pl->n || ret == -EPROTO)
+			pool_plan_abandon(p, pl, false);
+		else
+			pool_plan_free(p, pl);
+		return ret < 0 ? ret : -EPROTO;
+	}
+	if (promote)
+		p->n_tier_promotions++;
+	return pool_plan_step(p, pl);
+}
+
+static enum pool_serve_result pool_serve_tiered(struct agent_pool *p, uint32_t idx, bool prefetch)
+{
+	uint32_t layer, expert, tier;
+	int ret;
+
+	pool_idx_ids(p, idx, &layer, &expert);
+	if (moecache_map_slot(p->map, layer, expert) != MOECACHE_NONE)
+		return SERVE_DONE;
+	tier = agent_tiers_where(&p->tiers, idx, NULL);
+	if (tier != AGENT_TIER_NONE) {
+		if (agent_slots_is_filling(&p->banks[tier].slots, idx))
+			return SERVE_DONE; /* a plan is bringing it */
+		/* Left behind this agent's back (a flush): look again. */
+		agent_tiers_sync(&p->tiers);
+		if (agent_tiers_where(&p->tiers, idx, NULL) != AGENT_TIER_NONE)
+			return SERVE_WAIT;
+	}
+	ret = pool_plan_run(p, idx, false, prefetch);
+	if (ret < 0)
+		return SERVE_WAIT;
+	/* A plan dropped at its first EVICT (a pin won the race): the request stays queued. */
+	if (agent_tiers_where(&p->tiers, idx, NULL) == AGENT_TIER_NONE &&
+	    moecache_map_slot(p->map, layer, expert) == MOECACHE_NONE)
+		return SERVE_WAIT;
+	return SERVE_STARTED;
+}
+
+/*
+ * Every bank's policy hears of the accesses; an expert a client used in a
+ * lower bank moves up when tier 0's policy admits it (as a prefetch).
+ */
+static void pool_tiers_scan(struct agent_pool *p, uint64_t clock)
+{
+	const struct agent_slots *top = &p->banks[0].slots;
+
+	for (uint32_t i = 0; i < p->n_banks; i++)
+		agent_slots_scan_access(&p->banks[i].slots, clock);
+	for (uint32_t i = 0; i < top->n_scan && !p->stopping; i++) {
+		uint32_t idx = top->scan[i].idx, tier = agent_tiers_where(&p->tiers, idx, NULL);
+
+		if (tier == AGENT_TIER_NONE || tier == 0)
+			continue;
+		if (pool_plan_run(p, idx, true, true) == -EAGAIN)
+			break;
+	}
 }
 
 /* ---- requests ---- */
@@ -407,7 +794,7 @@ static int pool_read_requests(struct agent_pool *p)
 			 * read: a client that asks for the expert from now on (and so
 			 * cannot queue a new request) moves it past this mark.
 			 */
-			p->park_access[idx] = p->slots.access_seen[idx];
+			p->park_access[idx] = p->view->access_seen[idx];
 			ret = pool_enqueue(p, idx,
 					   !(reqs[i].flags & MOECACHE_REQ_PREFETCH) ||
 					       (reqs[i].flags & MOECACHE_REQ_DEMAND));
@@ -440,7 +827,7 @@ static int pool_review_parked(struct agent_pool *p)
 			p->req_state[idx] = REQ_NONE;
 			p->n_promoted++;
 			ret = pool_enqueue(p, idx, true);
-		} else if (p->slots.maybe_free) {
+		} else if (p->view->maybe_free) {
 			p->req_state[idx] = REQ_NONE;
 			ret = pool_enqueue(p, idx, false);
 		} else {
@@ -489,10 +876,15 @@ static int pool_schedule(struct agent_pool *p)
 		p->warned_unloaded = true;
 	}
 	clock = moecache_map_clock(p->map);
-	/* The policy hears of the misses before their experts are inserted. */
-	agent_slots_scan_access(&p->slots, clock);
 	window = pool_step_window(p);
-	agent_slots_new_round(&p->slots, clock > window ? clock - window : 0);
+	if (p->n_banks > 1) {
+		agent_tiers_new_round(&p->tiers, clock > window ? clock - window : 0);
+		pool_tiers_scan(p, clock);
+	} else {
+		/* The policy hears of the misses before their experts are inserted. */
+		agent_slots_scan_access(&p->slots, clock);
+		agent_slots_new_round(&p->slots, clock > window ? clock - window : 0);
+	}
 
 	while (fifo_peek(&p->demand, &idx)) {
 		if (p->req_state[idx] != REQ_DEMAND) {
@@ -539,6 +931,11 @@ static int pool_warm_prepare(struct agent_pool *p)
 {
 	uint32_t n = 0;
 
+	/* Several banks: tier 0 fills from the requests and promotions only. */
+	if (p->n_banks > 1) {
+		p->warm_ready = true;
+		return 0;
+	}
 	if (p->info->n_slots >= p->n_idx) {
 		/* The bank holds everything: fill it all, nothing will ever be evicted. */
 		p->warm_list = malloc(p->n_idx * sizeof(*p->warm_list));
@@ -717,6 +1114,23 @@ static void pool_log_stats(struct agent_pool *p)
 		   (unsigned long long)p->n_evictions, (unsigned long long)p->n_aborts,
 		   (unsigned long long)p->n_parked, (unsigned long long)p->n_promoted,
 		   p->parked.len, (unsigned long long)p->n_cancelled);
+	for (uint32_t i = 0; i < p->n_banks && p->tiers_ready; i++) {
+		const struct agent_tier_stats *ts = &p->tiers.stats[i];
+		struct moecache_stats bs;
+
+		if (moecache_stats_bank(p->mc, i, &bs))
+			memset(&bs, 0, sizeof(bs));
+		agent_info(p->log, p->name,
+			   "bank %u (tier %u): resident=%u hits=%llu fills=%llu promotions=%llu "
+			   "demotions=%llu drops=%llu",
+			   i, p->banks[i].layout.tier, bs.resident, (unsigned long long)bs.hits,
+			   (unsigned long long)ts->fills, (unsigned long long)ts->promotions,
+			   (unsigned long long)ts->demotions, (unsigned long long)ts->drops);
+	}
+	if (p->n_banks > 1)
+		agent_info(
+		    p->log, p->name, "moves: %llu device to device, %llu from the host pages",
+		    (unsigned long long)p->n_peer_copies, (unsigned long long)p->n_host_moves);
 }
 
 static uint64_t pool_now_ns(void)
@@ -739,6 +1153,16 @@ static void pool_tick(struct agent_pool *p)
 
 	if (!moecache_stats(p->mc, MOECACHE_NONE, &st))
 		p->n_clients = st.n_clients;
+	if (p->n_banks > 1) {
+		uint64_t clock = moecache_map_clock(p->map), window = pool_step_window(p);
+
+		/* Behind this agent's back (a flush); never under a plan's feet. */
+		if (!p->n_plans)
+			agent_tiers_sync(&p->tiers);
+		agent_tiers_new_round(&p->tiers, clock > window ? clock - window : 0);
+		pool_tiers_scan(p, clock);
+		return;
+	}
 	/* Catch changes made behind this agent's back (an administrator's flush). */
 	agent_slots_sync(&p->slots);
 	agent_slots_scan_access(&p->slots, moecache_map_clock(p->map));
@@ -749,7 +1173,7 @@ static int pool_stop_reading(struct agent_pool *p)
 	p->stopping = true;
 	if (epoll_ctl(p->epfd, EPOLL_CTL_DEL, moecache_fd(p->mc), NULL) < 0)
 		return -errno;
-	agent_info(p->log, p->name, "stopping: %u copies in flight", agent_backend_inflight(p->be));
+	agent_info(p->log, p->name, "stopping: %u copies in flight", pool_inflight(p));
 	return 0;
 }
 
@@ -763,8 +1187,13 @@ static int pool_handle_commands(struct agent_pool *p)
 	if (cmd & AGENT_CMD_SAVE)
 		pool_save_profile(p);
 	if (cmd & AGENT_CMD_RELOAD) {
-		agent_backend_set_delay(p->be,
-					__atomic_load_n(&p->copy_delay_us, __ATOMIC_RELAXED));
+		uint32_t delay = __atomic_load_n(&p->copy_delay_us, __ATOMIC_RELAXED);
+
+		if (p->n_banks > 1)
+			for (uint32_t i = 0; i < p->n_banks; i++)
+				agent_backend_set_delay(p->banks[i].be, delay);
+		else
+			agent_backend_set_delay(p->be, delay);
 		pool_reload_policy(p);
 		pool_log_stats(p);
 	}
@@ -778,6 +1207,7 @@ enum pool_event {
 	EV_COPIES,
 	EV_TIMER,
 	EV_CONTROL,
+	EV_BANK0 = 16, /* + bank index: that bank's copies */
 };
 
 static int pool_epoll_add(struct agent_pool *p, int fd, enum pool_event ev)
@@ -795,7 +1225,7 @@ static int pool_loop(struct agent_pool *p)
 	for (;;) {
 		int n;
 
-		if (p->stopping && agent_backend_inflight(p->be) == 0)
+		if (p->stopping && pool_inflight(p) == 0)
 			return 0;
 		n = epoll_wait(p->epfd, evs, 8, -1);
 		if (n < 0) {
@@ -826,6 +1256,9 @@ static int pool_loop(struct agent_pool *p)
 					return -errno;
 				pool_tick(p);
 				ret = pool_review_parked(p);
+				break;
+			default:
+				ret = pool_collect_bank(p, evs[i].data.u32 - EV_BANK0);
 				break;
 			}
 			if (ret)
@@ -879,6 +1312,181 @@ static int pool_setup_bank(struct agent_pool *p)
 	return 0;
 }
 
+/*
+ * The banks the map's bank table gives. One bank (or a driver without
+ * banks) leaves n_banks 1: the one-bank path.
+ */
+static int pool_read_layout(struct agent_pool *p)
+{
+	const struct moecache_map_header *hdr = p->map->hdr;
+	const struct moecache_map_bank *l;
+	uint32_t next = 0;
+
+	p->n_banks = 1;
+	if (hdr->n_banks <= 1)
+		return 0;
+	if (hdr->n_banks > AGENT_TIERS_MAX || !hdr->bank_off) {
+		agent_err(p->log, p->name, "%u banks: this agent drives at most %d", hdr->n_banks,
+			  AGENT_TIERS_MAX);
+		return -EOPNOTSUPP;
+	}
+	l = (const struct moecache_map_bank *)((const char *)hdr + hdr->bank_off);
+	p->banks = calloc(hdr->n_banks, sizeof(*p->banks));
+	if (!p->banks)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < hdr->n_banks; i++) {
+		p->banks[i].layout = l[i];
+		/* The driver checked all this at create: a mismatch is a bug there. */
+		if (l[i].slot_begin != next || !l[i].n_slots || l[i].n_slots > p->info->n_slots ||
+		    (i && l[i].tier < l[i - 1].tier)) {
+			agent_err(p->log, p->name, "bank %u: a layout the agent cannot use", i);
+			return -EPROTO;
+		}
+		next += l[i].n_slots;
+	}
+	if (next != p->info->n_slots)
+		return -EPROTO;
+	p->n_banks = hdr->n_banks;
+	return 0;
+}
+
+static const char *pool_backend_name(const struct agent_pool *p, uint32_t backend)
+{
+	switch (backend) {
+	case MOECACHE_BACKEND_CPU:
+		return "cpu";
+	case MOECACHE_BACKEND_CUDA:
+		return "cuda";
+	case MOECACHE_BACKEND_ROCM:
+		return "rocm";
+	default:
+		return p->cfg->backend; /* the layout leaves it to the agent */
+	}
+}
+
+/* Adopts bank i as the driver kept it (warm restart), or makes and hands over a new one. */
+static int pool_setup_one_bank(struct agent_pool *p, uint32_t i, bool *adopted)
+{
+	struct pool_bank *b = &p->banks[i];
+	struct moecache_bank desc;
+	int ret;
+
+	*adopted = false;
+	ret = moecache_bank_get_index(p->mc, i, &desc);
+	if (!ret) {
+		ret = agent_backend_bank_adopt(b->be, &desc);
+		if (!ret) {
+			*adopted = true;
+			return 0;
+		}
+		close(desc.fd);
+		agent_warn(p->log, p->name, "bank %u cannot be adopted (%s): replacing it", i,
+			   strerror(-ret));
+	} else if (ret != -ENODATA) {
+		return ret;
+	}
+	ret = agent_backend_bank_create(b->be, &desc);
+	if (ret)
+		return ret;
+	desc.index = i;
+	return moecache_bank_set(p->mc, &desc);
+}
+
+/* Several banks: a policy, a slot view, a backend and a bank each, and the tiers over them. */
+static int pool_setup_banks(struct agent_pool *p, const struct mc_gpu_params *gpu)
+{
+	struct agent_slots *views[AGENT_TIERS_MAX];
+	uint32_t adopted = 0, resident;
+	int ret;
+
+	for (uint32_t i = 0; i < p->n_banks; i++) {
+		struct pool_bank *b = &p->banks[i];
+		const char *backend = pool_backend_name(p, b->layout.backend);
+		struct agent_backend_config bc = {
+		    .pool = p->name,
+		    .n_slots = b->layout.n_slots,
+		    .bank = i,
+		    .device = b->layout.device,
+		    .expert_bytes = p->info->expert_bytes,
+		    .copy_threads = p->cfg->copy_threads,
+		    .copy_delay_us = p->cfg->copy_delay_us,
+		    .gpu = gpu,
+		};
+		bool got;
+
+		ret = pool_policy_create_for(p, p->policy_choice, &p->profile, b->layout.n_slots,
+					     &b->policy);
+		if (ret && strcmp(p->policy_choice, p->cfg->policy)) {
+			snprintf(p->policy_choice, sizeof(p->policy_choice), "%s", p->cfg->policy);
+			ret = pool_policy_create_for(p, p->policy_choice, &p->profile,
+						     b->layout.n_slots, &b->policy);
+		}
+		if (ret)
+			return ret;
+		ret = agent_slots_init_bank(&b->slots, p->map, b->policy, b->layout.slot_begin,
+					    b->layout.n_slots);
+		if (ret)
+			return ret;
+		b->slots_ready = true;
+		b->slots.hold_pending = true;
+		views[i] = &b->slots;
+		ret = agent_backend_create(backend, &bc, &b->be);
+		if (ret) {
+			agent_err(p->log, p->name, "bank %u: backend '%s': %s", i, backend,
+				  strerror(-ret));
+			return ret;
+		}
+		ret = pool_setup_one_bank(p, i, &got);
+		if (ret) {
+			agent_err(p->log, p->name, "bank %u: %s", i, strerror(-ret));
+			return ret;
+		}
+		adopted += got;
+		agent_info(p->log, p->name, "bank %u: tier %u, %s device %u, slots [%u, %u)%s", i,
+			   b->layout.tier, backend, b->layout.device, b->layout.slot_begin,
+			   b->layout.slot_begin + b->layout.n_slots, got ? ", adopted" : "");
+	}
+	ret = agent_tiers_init(&p->tiers, p->n_banks, views,
+			       p->cfg->tier_static ? AGENT_TIERS_STATIC : AGENT_TIERS_DYNAMIC,
+			       &pool_tier_ops, p);
+	if (ret) {
+		agent_err(p->log, p->name, "tiers over %u banks: %s", p->n_banks, strerror(-ret));
+		return ret;
+	}
+	p->tiers_ready = true;
+	resident = agent_tiers_sync(&p->tiers);
+	if (adopted)
+		agent_notice(p->log, p->name, "warm restart: %u banks adopted, %u experts resident",
+			     adopted, resident);
+	p->plans = calloc(POOL_MAX_PLANS, sizeof(*p->plans));
+	p->slot_plan = calloc(p->info->n_slots, sizeof(*p->slot_plan));
+	if (!p->plans || !p->slot_plan)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_banks; i++)
+		agent_slots_reset_access(&p->banks[i].slots);
+	p->view = &p->banks[0].slots;
+	p->policy = p->banks[0].policy;
+	return 0;
+}
+
+static void pool_teardown_banks(struct agent_pool *p)
+{
+	for (uint32_t i = 0; p->banks && i < p->n_banks; i++) {
+		struct pool_bank *b = &p->banks[i];
+
+		agent_backend_destroy(b->be);
+		if (b->slots_ready)
+			agent_slots_destroy(&b->slots);
+		moe_policy_destroy(b->policy);
+	}
+	if (p->tiers_ready)
+		agent_tiers_destroy(&p->tiers);
+	free(p->banks);
+	free(p->plans);
+	free(p->slot_plan);
+	p->policy = NULL; /* bank 0's */
+}
+
 static int pool_setup(struct agent_pool *p)
 {
 	struct moe_profile fresh = {0};
@@ -918,6 +1526,23 @@ static int pool_setup(struct agent_pool *p)
 		p->profile = fresh;
 	}
 	pool_policy_choice(p, p->policy_choice, sizeof(p->policy_choice));
+	ret = pool_read_layout(p);
+	if (ret)
+		return ret;
+	gpu = (struct mc_gpu_params){
+	    .devices = p->cfg->gpu_devices[0] ? p->cfg->gpu_devices : NULL,
+	    .budget = p->gpu_budget,
+	    .host_base = p->host,
+	    .host_size = p->host_len,
+	    .library = p->cfg->gpu_library[0] ? p->cfg->gpu_library : NULL,
+	    .queues = p->cfg->gpu_queues,
+	};
+	if (p->n_banks > 1) {
+		ret = pool_setup_banks(p, &gpu);
+		if (ret)
+			return ret;
+		goto banks_ready;
+	}
 	ret = pool_policy_create(p, p->policy_choice, &p->profile, &p->policy);
 	/* A bad installed policy does not keep the pool from being served. */
 	if (ret && strcmp(p->policy_choice, p->cfg->policy)) {
@@ -929,14 +1554,7 @@ static int pool_setup(struct agent_pool *p)
 	ret = agent_slots_init(&p->slots, p->map, p->policy);
 	if (ret)
 		return ret;
-	gpu = (struct mc_gpu_params){
-	    .devices = p->cfg->gpu_devices[0] ? p->cfg->gpu_devices : NULL,
-	    .budget = p->gpu_budget,
-	    .host_base = p->host,
-	    .host_size = p->host_len,
-	    .library = p->cfg->gpu_library[0] ? p->cfg->gpu_library : NULL,
-	    .queues = p->cfg->gpu_queues,
-	};
+	p->view = &p->slots;
 	bc = (struct agent_backend_config){
 	    .pool = p->name,
 	    .n_slots = p->info->n_slots,
@@ -957,6 +1575,7 @@ static int pool_setup(struct agent_pool *p)
 	}
 	/* Counts from before this agent are history, not traffic it has to learn from. */
 	agent_slots_reset_access(&p->slots);
+banks_ready:
 
 	p->req_state = calloc(p->n_idx, sizeof(*p->req_state));
 	p->park_access = calloc(p->n_idx, sizeof(*p->park_access));
@@ -973,8 +1592,11 @@ static int pool_setup(struct agent_pool *p)
 	if (p->epfd < 0 || p->timer_fd < 0)
 		return -errno;
 	ret = pool_epoll_add(p, moecache_fd(p->mc), EV_AGENT);
-	if (!ret)
+	if (!ret && p->n_banks <= 1)
 		ret = pool_epoll_add(p, agent_backend_completion_fd(p->be), EV_COPIES);
+	for (uint32_t i = 0; !ret && p->n_banks > 1 && i < p->n_banks; i++)
+		ret = pool_epoll_add(p, agent_backend_completion_fd(p->banks[i].be),
+				     (enum pool_event)(EV_BANK0 + i));
 	if (!ret)
 		ret = pool_epoll_add(p, p->timer_fd, EV_TIMER);
 	if (!ret)
@@ -984,21 +1606,29 @@ static int pool_setup(struct agent_pool *p)
 	if (ret)
 		return ret;
 	agent_info(p->log, p->name,
-		   "serving: %u layers x %u experts [%u, %u), %u slots, policy %s, %u copy "
-		   "threads",
+		   "serving: %u layers x %u experts [%u, %u), %u slots in %u bank%s%s, policy "
+		   "%s, %u copy threads",
 		   p->info->n_layers, p->info->n_experts, p->info->expert_begin,
-		   p->info->expert_end, p->info->n_slots, moe_policy_name(p->policy),
-		   p->cfg->copy_threads);
+		   p->info->expert_end, p->info->n_slots, p->n_banks, p->n_banks > 1 ? "s" : "",
+		   p->n_banks <= 1	 ? ""
+		   : p->cfg->tier_static ? " (static placement)"
+					 : " (dynamic placement)",
+		   moe_policy_name(p->policy), p->cfg->copy_threads);
 	return 0;
 }
 
 static void pool_teardown(struct agent_pool *p)
 {
 	/* The backend first: its threads may still be copying out of host pages. */
-	agent_backend_destroy(p->be);
-	if (p->policy)
-		agent_slots_destroy(&p->slots);
-	moe_policy_destroy(p->policy);
+	if (p->n_banks > 1) {
+		pool_teardown_banks(p);
+	} else {
+		agent_backend_destroy(p->be);
+		if (p->policy)
+			agent_slots_destroy(&p->slots);
+		moe_policy_destroy(p->policy);
+		free(p->banks); /* a bank table read and refused */
+	}
 	moe_profile_free(&p->profile);
 	moecache_close(p->mc);
 	free(p->req_state);
@@ -1026,7 +1656,8 @@ static void *pool_thread(void *arg)
 		/* Tells the main thread, which reports readiness to the service manager. */
 		__atomic_store_n(&p->serving, 1, __ATOMIC_RELEASE);
 		if (write(p->exit_fd, &one, sizeof(one)) < 0)
-			agent_err(p->log, p->name, "cannot tell the main thread: %s", strerror(errno));
+			agent_err(p->log, p->name, "cannot tell the main thread: %s",
+				  strerror(errno));
 		ret = pool_loop(p);
 	}
 	if (ret)
@@ -1060,6 +1691,7 @@ int agent_pool_start(const struct agent_config *cfg, struct agent_log *log, cons
 	p->exit_fd = exit_fd;
 	p->gpu_budget = gpu_budget;
 	p->epfd = p->timer_fd = -1;
+	p->view = &p->slots;
 	p->copy_delay_us = cfg->copy_delay_us;
 	p->ctl_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (p->ctl_fd < 0) {

@@ -8,12 +8,22 @@
 int agent_slots_init(struct agent_slots *s, const struct moecache_map *map,
 		     struct moe_policy *policy)
 {
+	if (!map)
+		return -EINVAL;
+	return agent_slots_init_bank(s, map, policy, 0, map->n_slots);
+}
+
+int agent_slots_init_bank(struct agent_slots *s, const struct moecache_map *map,
+			  struct moe_policy *policy, uint32_t slot_begin, uint32_t n_slots)
+{
 	memset(s, 0, sizeof(*s));
-	if (!map || !map->hdr || !policy)
+	if (!map || !map->hdr || !policy || !n_slots || slot_begin > map->n_slots ||
+	    n_slots > map->n_slots - slot_begin)
 		return -EINVAL;
 	s->map = map;
 	s->policy = policy;
-	s->n_slots = map->n_slots;
+	s->slot_begin = slot_begin;
+	s->n_slots = n_slots;
 	s->n_layers = map->n_layers;
 	s->n_local = map->n_local;
 	s->n_idx = map->n_layers * map->n_local;
@@ -48,7 +58,7 @@ uint32_t agent_slots_sync(struct agent_slots *s)
 	uint32_t resident = 0;
 
 	for (uint32_t slot = 0; slot < s->n_slots; slot++) {
-		uint32_t owner = moecache_map_owner(s->map, slot);
+		uint32_t owner = moecache_map_owner(s->map, s->slot_begin + slot);
 		uint32_t now;
 
 		if (owner == MOECACHE_NONE)
@@ -63,6 +73,10 @@ uint32_t agent_slots_sync(struct agent_slots *s)
 		    now != MOECACHE_NONE)
 			resident++;
 		if (s->held[slot] == now)
+			continue;
+		/* A later step of a tier move: the driver sees the old expert until its EVICT. */
+		if (s->hold_pending && s->held[slot] != MOECACHE_NONE &&
+		    s->filling[s->held[slot]] == slot)
 			continue;
 		/* The policy only learns of slots this agent did not fill itself. */
 		if (s->held[slot] != MOECACHE_NONE) {
@@ -138,6 +152,7 @@ uint64_t agent_slots_scan_access(struct agent_slots *s, uint64_t step)
 		total += delta;
 	}
 	qsort(s->scan, n, sizeof(*s->scan), agent_access_cmp);
+	s->n_scan = n;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct agent_access *a = &s->scan[i];
 
@@ -174,7 +189,10 @@ int agent_slots_find_free(struct agent_slots *s)
 		uint32_t slot = (s->free_cursor + i) % s->n_slots;
 
 		if (s->excluded[slot] == s->round || s->held[slot] != MOECACHE_NONE ||
-		    moecache_map_owner(s->map, slot) != MOECACHE_NONE)
+		    moecache_map_owner(s->map, s->slot_begin + slot) != MOECACHE_NONE)
+			continue;
+		/* A slot a move left keeps its pins until they are released. */
+		if (moecache_map_pins(s->map, s->slot_begin + slot))
 			continue;
 		s->free_cursor = (slot + 1) % s->n_slots;
 		return (int)slot;
@@ -190,12 +208,15 @@ static bool agent_slot_evictable(void *ctx, uint32_t slot)
 
 	if (slot >= s->n_slots || s->excluded[slot] == s->round)
 		return false;
-	owner = moecache_map_owner(s->map, slot);
+	owner = moecache_map_owner(s->map, s->slot_begin + slot);
 	if (owner == MOECACHE_NONE || (owner & MOECACHE_OWNER_FILLING))
 		return false;
-	if (moecache_map_pins(s->map, slot))
+	/* Taken by this agent for a move not started yet (tiers: a plan's later step). */
+	if (s->held[slot] != MOECACHE_NONE && s->filling[s->held[slot]] == slot)
 		return false;
-	if (s->strict && moecache_map_last_use(s->map, slot) > s->step_start)
+	if (moecache_map_pins(s->map, s->slot_begin + slot))
+		return false;
+	if (s->strict && moecache_map_last_use(s->map, s->slot_begin + slot) > s->step_start)
 		return false;
 	return true;
 }

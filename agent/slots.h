@@ -33,14 +33,16 @@ struct agent_access {
 struct agent_slots {
 	const struct moecache_map *map;
 	struct moe_policy *policy;
-	uint32_t n_slots;
+	uint32_t slot_begin; /* the view's slot 0 in the map (a bank's first slot) */
+	uint32_t n_slots;    /* the view's slots: the policy's slot ids are 0 .. n_slots - 1 */
 	uint32_t n_layers;
 	uint32_t n_local;
 	uint32_t n_idx;
 	uint32_t *held;		   /* [n_slots]: idx the policy knows in the slot, or NONE */
 	uint32_t *filling;	   /* [n_idx]: slot this agent is filling for idx, or NONE */
 	uint32_t *access_seen;	   /* [n_idx]: access[] when last scanned */
-	struct agent_access *scan; /* [n_idx] scratch: one scan's accesses in time order */
+	struct agent_access *scan; /* [n_idx]: the last scan's accesses in time order */
+	uint32_t n_scan;	   /* entries of scan[] the last scan wrote */
 	uint64_t last_step;	   /* the newest step the policy was given */
 	uint32_t *excluded;	   /* [n_slots]: == round: not a candidate this round */
 	uint32_t round;
@@ -48,10 +50,23 @@ struct agent_slots {
 	bool maybe_free;     /* false once a full scan found no free slot */
 	uint64_t step_start; /* slots used after this clock belong to the current step */
 	bool strict;	     /* the evictable() pass in progress */
+	/*
+	 * Tiers: a slot taken (agent_slots_taken) may still hold its old
+	 * expert in the driver's map until its move starts; sync leaves such
+	 * slots to their mover.
+	 */
+	bool hold_pending;
 };
 
 int agent_slots_init(struct agent_slots *s, const struct moecache_map *map,
 		     struct moe_policy *policy);
+/*
+ * A view of one bank: the map's slots [slot_begin, slot_begin + n_slots),
+ * numbered from 0 in this view and its policy (the caller adds slot_begin
+ * for the driver). agent_slots_init is the view of every slot.
+ */
+int agent_slots_init_bank(struct agent_slots *s, const struct moecache_map *map,
+			  struct moe_policy *policy, uint32_t slot_begin, uint32_t n_slots);
 void agent_slots_destroy(struct agent_slots *s);
 
 /*

@@ -127,10 +127,10 @@ void agent_tiers_new_round(struct agent_tiers *t, uint64_t step_start)
 }
 
 static int tiers_place(struct agent_tiers *t, uint32_t tier, uint32_t slot, uint32_t idx,
-		       bool prefetch, uint32_t from);
+		       bool prefetch, uint32_t from, uint32_t from_slot);
 
-/* victim leaves tier from (its slot is about to be taken): down a tier, or to the host. */
-static int tiers_demote(struct agent_tiers *t, uint32_t from, uint32_t victim)
+/* victim leaves slot from_slot of tier from (about to be taken): down a tier, or to the host. */
+static int tiers_demote(struct agent_tiers *t, uint32_t from, uint32_t from_slot, uint32_t victim)
 {
 	uint32_t to;
 	int slot;
@@ -153,25 +153,26 @@ static int tiers_demote(struct agent_tiers *t, uint32_t from, uint32_t victim)
 	if (slot < 0)
 		return slot;
 	t->stats[to].demotions++;
-	return tiers_place(t, to, (uint32_t)slot, victim, false, from);
+	return tiers_place(t, to, (uint32_t)slot, victim, false, from, from_slot);
 }
 
-/* idx into slot of tier (from: the tier it leaves, or NONE from the host pages). */
+/* idx into slot of tier (from, from_slot: where it leaves, or NONE from the host pages). */
 static int tiers_place(struct agent_tiers *t, uint32_t tier, uint32_t slot, uint32_t idx,
-		       bool prefetch, uint32_t from)
+		       bool prefetch, uint32_t from, uint32_t from_slot)
 {
 	struct agent_slots *s = t->tier[tier];
 	uint32_t old = s->held[slot];
 	int err;
 
 	if (old != MOECACHE_NONE) {
-		err = tiers_demote(t, tier, old);
+		err = tiers_demote(t, tier, slot, old);
 		if (err)
 			return err;
 	}
-	t->ops->move(t->ctx, tier, slot, idx, from);
+	t->ops->move(t->ctx, tier, slot, idx, from, from_slot);
 	agent_slots_taken(s, slot, idx, prefetch);
-	agent_slots_committed(s, slot);
+	if (!t->ops->deferred_commit)
+		agent_slots_committed(s, slot);
 	t->where_tier[idx] = tier;
 	t->where_slot[idx] = slot;
 	return 0;
@@ -179,16 +180,21 @@ static int tiers_place(struct agent_tiers *t, uint32_t tier, uint32_t slot, uint
 
 int agent_tiers_fill(struct agent_tiers *t, uint32_t idx)
 {
+	return agent_tiers_fill_as(t, idx, false);
+}
+
+int agent_tiers_fill_as(struct agent_tiers *t, uint32_t idx, bool prefetch)
+{
 	int slot, err;
 
 	if (idx >= t->n_idx)
 		return -EINVAL;
 	if (t->where_tier[idx] != AGENT_TIER_NONE)
 		return -EEXIST;
-	slot = agent_slots_choose(t->tier[0], idx, false);
+	slot = agent_slots_choose(t->tier[0], idx, prefetch);
 	if (slot < 0)
 		return slot;
-	err = tiers_place(t, 0, (uint32_t)slot, idx, false, AGENT_TIER_NONE);
+	err = tiers_place(t, 0, (uint32_t)slot, idx, prefetch, AGENT_TIER_NONE, AGENT_TIER_NONE);
 	if (err)
 		return err;
 	t->stats[0].fills++;
@@ -206,6 +212,8 @@ int agent_tiers_promote(struct agent_tiers *t, uint32_t idx)
 	from_slot = t->where_slot[idx];
 	if (from == AGENT_TIER_NONE || from == 0)
 		return -EINVAL;
+	if (agent_slots_is_filling(t->tier[from], idx))
+		return -EBUSY; /* its move there has not finished */
 	/* Admitted as a prefetch is: only over a colder victim, never this step's. */
 	slot = agent_slots_choose(t->tier[0], idx, true);
 	if (slot < 0)
@@ -215,9 +223,40 @@ int agent_tiers_promote(struct agent_tiers *t, uint32_t idx)
 	agent_slots_aborted(t->tier[from], from_slot);
 	t->where_tier[idx] = AGENT_TIER_NONE;
 	t->where_slot[idx] = AGENT_TIER_NONE;
-	err = tiers_place(t, 0, (uint32_t)slot, idx, true, from);
+	err = tiers_place(t, 0, (uint32_t)slot, idx, true, from, from_slot);
 	if (err)
 		return err;
 	t->stats[0].promotions++;
 	return slot;
+}
+
+void agent_tiers_committed(struct agent_tiers *t, uint32_t tier, uint32_t slot)
+{
+	if (tier < t->n_tiers)
+		agent_slots_committed(t->tier[tier], slot);
+}
+
+uint32_t agent_tiers_sync(struct agent_tiers *t)
+{
+	uint32_t resident = 0;
+
+	memset(t->where_tier, 0xff, sizeof(*t->where_tier) * t->n_idx);
+	memset(t->where_slot, 0xff, sizeof(*t->where_slot) * t->n_idx);
+	for (uint32_t i = 0; i < t->n_tiers; i++) {
+		struct agent_slots *s = t->tier[i];
+
+		resident += agent_slots_sync(s);
+		for (uint32_t slot = 0; slot < s->n_slots; slot++) {
+			uint32_t idx = s->held[slot];
+
+			if (idx == MOECACHE_NONE || idx >= t->n_idx)
+				continue;
+			/* A move under way wins over the slot it leaves. */
+			if (t->where_tier[idx] != AGENT_TIER_NONE && s->filling[idx] != slot)
+				continue;
+			t->where_tier[idx] = i;
+			t->where_slot[idx] = slot;
+		}
+	}
+	return resident;
 }

@@ -36,6 +36,7 @@
 #ifndef MOECACHE_AGENT_TIERS_H
 #define MOECACHE_AGENT_TIERS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,10 +51,23 @@ enum agent_tier_placement {
 };
 
 struct agent_tier_ops {
-	/* idx goes into slot of tier (the slot's old expert, if any, is unmapped). */
-	void (*move)(void *ctx, uint32_t tier, uint32_t slot, uint32_t idx, uint32_t from_tier);
+	/*
+	 * idx goes into slot of tier (the slot's old expert, if any, is
+	 * unmapped), from slot from_slot of tier from_tier, or from the host
+	 * pages when from_tier is AGENT_TIER_NONE. One decision calls it
+	 * deepest first: a slot's old expert has been given its new place
+	 * before the slot is named again.
+	 */
+	void (*move)(void *ctx, uint32_t tier, uint32_t slot, uint32_t idx, uint32_t from_tier,
+		     uint32_t from_slot);
 	/* slot of tier is emptied: its expert moved to another tier. */
 	void (*clear)(void *ctx, uint32_t tier, uint32_t slot);
+	/*
+	 * false: a move is done when move() returns (the simulator). true: it
+	 * runs on after (the agent's copies); the slot stays taken and out of
+	 * every choice until agent_tiers_committed.
+	 */
+	bool deferred_commit;
 };
 
 /* Per tier, since init. */
@@ -111,11 +125,22 @@ void agent_tiers_new_round(struct agent_tiers *t, uint64_t step_start);
  * give, -EPROTO if a policy named a slot it may not take.
  */
 int agent_tiers_fill(struct agent_tiers *t, uint32_t idx);
+/* As agent_tiers_fill; a prefetch takes a tier-0 slot as agent_slots_choose gives prefetches. */
+int agent_tiers_fill_as(struct agent_tiers *t, uint32_t idx, bool prefetch);
 /*
  * idx, resident in a lower tier, into tier 0 if tier 0's policy admits it.
  * Returns the slot, -ECANCELED (not admitted), -ENOSPC, -EINVAL (not in a
- * lower tier), -EPROTO.
+ * lower tier), -EBUSY (a deferred move of idx has not finished), -EPROTO.
  */
 int agent_tiers_promote(struct agent_tiers *t, uint32_t idx);
+
+/* A deferred move into slot of tier has finished (committed or aborted alike). */
+void agent_tiers_committed(struct agent_tiers *t, uint32_t tier, uint32_t slot);
+/*
+ * Brings every tier's view, and where each expert is, back in line with
+ * the map (warm restart, a move that failed half-way). Returns the
+ * resident experts.
+ */
+uint32_t agent_tiers_sync(struct agent_tiers *t);
 
 #endif /* MOECACHE_AGENT_TIERS_H */

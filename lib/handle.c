@@ -235,7 +235,9 @@ const struct moecache_map *moecache_map(const struct moecache *mc)
 	return mc && mc->map_base ? &mc->map : NULL;
 }
 
-int moecache_stats(struct moecache *mc, uint32_t layer, struct moecache_stats *out)
+/* STATS of layer (or MOECACHE_NONE), with flags (MOECACHE_STATS_BANK: of bank). */
+static int mc_stats(struct moecache *mc, uint32_t layer, uint32_t flags, uint32_t bank,
+		    struct moecache_stats *out)
 {
 	int ret;
 
@@ -251,7 +253,19 @@ int moecache_stats(struct moecache *mc, uint32_t layer, struct moecache_stats *o
 		moecache_report_flush(mc);
 	memset(out, 0, sizeof(*out));
 	out->layer = layer;
+	out->flags = flags;
+	out->bank = bank;
 	return mc_ioctl(mc, MOECACHE_IOC_STATS, out);
+}
+
+int moecache_stats(struct moecache *mc, uint32_t layer, struct moecache_stats *out)
+{
+	return mc_stats(mc, layer, 0, 0, out);
+}
+
+int moecache_stats_bank(struct moecache *mc, uint32_t bank, struct moecache_stats *out)
+{
+	return mc_stats(mc, MOECACHE_NONE, MOECACHE_STATS_BANK, bank, out);
 }
 
 int moecache_host_map(struct moecache *mc, bool writable, void **base, size_t *size)

@@ -5,6 +5,11 @@
  * order of copy_queue.h's scheduler (demand copies first, prefetches in
  * chunks a demand copy overtakes, cancellable). Finished copies are queued
  * and signalled on an eventfd.
+ *
+ * Every bank of a pool is its own instance and its own sealed memfd (its
+ * device ordinal only names it). Any two CPU banks can copy between each
+ * other: a peer copy is a memcpy from the source bank's mapping, queued on
+ * the destination's threads like a copy from the host pages.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -137,7 +142,8 @@ static int cpu_create(const struct agent_backend_config *cfg, void **priv)
 	cb->cfg = *cfg;
 	cb->memfd = -1;
 	cb->slot_stride = (cfg->expert_bytes + page - 1) / page * page;
-	snprintf(cb->name, sizeof(cb->name), "moecache-bank:%s", cfg->pool ? cfg->pool : "");
+	snprintf(cb->name, sizeof(cb->name), "moecache-bank:%s:%u", cfg->pool ? cfg->pool : "",
+		 cfg->bank);
 	cb->bank_bytes = cb->slot_stride * cfg->n_slots;
 	ret = agent_copy_engine_init(&cb->eng, cfg->copy_delay_us);
 	if (ret)
@@ -198,6 +204,7 @@ static int cpu_bank_create(void *priv, struct moecache_bank *desc)
 	memset(desc, 0, sizeof(*desc));
 	desc->fd = cb->memfd;
 	desc->backend = MOECACHE_BACKEND_CPU;
+	desc->device = cb->cfg.device; /* one bank per device: banks differ by it */
 	desc->bank_bytes = cb->bank_bytes;
 	desc->slot_stride = cb->slot_stride;
 	return 0;
@@ -272,6 +279,27 @@ static int cpu_cancel(void *priv, uint32_t slot)
 	return ret == -EINPROGRESS ? 0 : ret;
 }
 
+static bool cpu_can_peer(const void *dst, const void *src)
+{
+	const struct cpu_backend *d = dst, *s = src;
+
+	/* Both banks are mapped in this process: a memcpy reaches either. */
+	return d != s && d->bank && s->bank && d->cfg.expert_bytes == s->cfg.expert_bytes;
+}
+
+static int cpu_copy_peer(void *dst, void *src, uint32_t src_slot, const struct agent_copy *c)
+{
+	struct agent_copy from_peer = *c;
+
+	if (!cpu_can_peer(dst, src))
+		return -EOPNOTSUPP;
+	/* The source slot stays published (EVICT_MOVE) until this copy's commit. */
+	from_peer.src = cpu_slot(src, src_slot);
+	if (!from_peer.src)
+		return -EINVAL;
+	return cpu_copy(dst, &from_peer);
+}
+
 const struct agent_backend_ops agent_cpu_backend = {
     .name = "cpu",
     .id = MOECACHE_BACKEND_CPU,
@@ -286,4 +314,6 @@ const struct agent_backend_ops agent_cpu_backend = {
     .completions = agent_copy_engine_completions,
     .inflight = agent_copy_engine_inflight,
     .set_delay = agent_copy_engine_set_delay,
+    .can_peer = cpu_can_peer,
+    .copy_peer = cpu_copy_peer,
 };

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -815,6 +816,534 @@ static int test_gpu_library_from_flags(struct e2e *e)
 	return 0;
 }
 
+/* ---- tiers: pools of several banks ---- */
+
+/* 10% of the 16 x 64 experts in tier 0, 20% in each of two lower tiers. */
+#define E2E_TIER0_SLOTS 102
+#define E2E_TIER1_SLOTS 204
+#define E2E_TIERS 3
+#define E2E_MAX_BANKS 8
+#define E2E_STR_(x) #x
+#define E2E_STR(x) E2E_STR_(x)
+_Static_assert(E2E_TIER0_SLOTS == E2E_LAYERS * E2E_EXPERTS / 10 &&
+		   E2E_TIER1_SLOTS == E2E_LAYERS * E2E_EXPERTS / 5,
+	       "the tiers are 10% and 20% of the experts");
+
+/* A pool whose banks are the --bank values in banks (NULL-terminated), filled. */
+static int e2e_pool_create_banks(struct e2e *e, const char *pool, const char *const *banks)
+{
+	char layers[16], experts[16], bytes[32], out[512];
+	char *argv[32] = {"moecachectl", "pool",      "create", (char *)pool,	  "--layers",
+			  layers,	 "--experts", experts,	"--expert-bytes", bytes};
+	char *fill[] = {"moecache-decode", "--pool", (char *)pool, "--fill", E2E_SHAPE, NULL};
+	int n = 10;
+
+	for (; *banks && n < 30; banks++) {
+		argv[n++] = "--bank";
+		argv[n++] = (char *)*banks;
+	}
+	argv[n] = NULL;
+	snprintf(layers, sizeof(layers), "%u", E2E_LAYERS);
+	snprintf(experts, sizeof(experts), "%u", E2E_EXPERTS);
+	snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)e->expert_bytes);
+	e2e_path(e, out, sizeof(out), pool, "create");
+	E2E_CHECK(e, e2e_run(out, argv, 30000) == 0, "cannot create pool %s (see %s)", pool, out);
+	e2e_path(e, out, sizeof(out), pool, "fill");
+	E2E_CHECK(e, e2e_run(out, fill, 120000) == 0, "cannot fill pool %s", pool);
+	return 0;
+}
+
+static const char *const e2e_three_tiers[] = {
+    "0:cpu:0:" E2E_STR(E2E_TIER0_SLOTS),
+    "1:cpu:1:" E2E_STR(E2E_TIER1_SLOTS),
+    "2:cpu:2:" E2E_STR(E2E_TIER1_SLOTS),
+    NULL,
+};
+
+/* The banks of an attached pool, as the map's bank table gives them. */
+static const struct moecache_map_bank *e2e_banks(struct moecache *mc, uint32_t *n)
+{
+	const struct moecache_map_header *hdr = moecache_map(mc)->hdr;
+
+	*n = hdr->n_banks;
+	return (const struct moecache_map_bank *)((const char *)hdr + hdr->bank_off);
+}
+
+static uint32_t e2e_bank_of(const struct moecache_map_bank *b, uint32_t n, uint32_t slot)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (slot >= b[i].slot_begin && slot - b[i].slot_begin < b[i].n_slots)
+			return i;
+	return MOECACHE_NONE;
+}
+
+/* A small xorshift: each client's experts are its own, and repeatable. */
+static uint32_t e2e_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return (uint32_t)(*s >> 11);
+}
+
+/* Waits across an agent's death, for the next one (as the decode client does). */
+#define E2E_WAIT (MOECACHE_ACQ_WAIT | MOECACHE_ACQ_KEEP_WAITING)
+
+static int e2e_client_error(const char *what, int err)
+{
+	printf("%s: %s\n", what, strerror(-err));
+	return 3;
+}
+
+/*
+ * A verifying client of a pool of several banks (run in a child): each
+ * step acquires 8 experts per layer, skewed towards low ids so that some
+ * are hot, and compares every pinned slot, in the bank it belongs to,
+ * with the expert's host pages. Prints its hits per bank and its misses.
+ * Exit status: 0 verified, 2 a slot differed, 3 an error.
+ */
+static int e2e_tier_client(const char *pool, uint64_t seed, uint32_t steps)
+{
+	const struct moecache_pool_info *info;
+	const struct moecache_map_bank *banks;
+	uint64_t hits[E2E_MAX_BANKS] = {0}, misses = 0, total_hits = 0;
+	const char *bank_base[E2E_MAX_BANKS] = {0};
+	uint64_t stride[E2E_MAX_BANKS];
+	struct moecache *mc;
+	uint32_t n_banks;
+	size_t host_len;
+	void *host;
+
+	int ret;
+
+	ret = moecache_open_attach(pool, MOECACHE_ROLE_CLIENT, &mc);
+	if (!ret)
+		ret = moecache_host_map(mc, false, &host, &host_len);
+	if (ret)
+		return e2e_client_error("attach", ret);
+	info = moecache_pool(mc);
+	banks = e2e_banks(mc, &n_banks);
+	if (n_banks < 2 || n_banks > E2E_MAX_BANKS)
+		return e2e_client_error("the bank table", -EPROTO);
+	for (uint32_t step = 0; step < steps; step++) {
+		for (uint32_t layer = 0; layer < info->n_layers; layer++) {
+			uint32_t experts[8], slots[8], before[8], n = 0;
+			struct moecache_acquire_result res;
+
+			while (n < 8) {
+				/* The square of a uniform draw: low ids come far more often. */
+				uint32_t r = e2e_rand(&seed) % 1024;
+				uint32_t x = r * r / (1024 * 1024 / info->n_experts), k;
+
+				for (k = 0; k < n && experts[k] != x; k++)
+					;
+				if (k == n)
+					experts[n++] = x;
+			}
+			/* Where each is just before: the split of the hits by bank. */
+			for (uint32_t k = 0; k < 8; k++)
+				before[k] = moecache_map_slot(moecache_map(mc), layer, experts[k]);
+			ret =
+			    moecache_acquire(mc, layer, experts, 8, slots, E2E_WAIT, 120000, &res);
+			if (ret)
+				return e2e_client_error("acquire", ret);
+			misses += 8 - res.n_hits;
+			total_hits += res.n_hits;
+			for (uint32_t k = 0; k < 8; k++)
+				if (before[k] != MOECACHE_NONE &&
+				    e2e_bank_of(banks, n_banks, before[k]) != MOECACHE_NONE)
+					hits[e2e_bank_of(banks, n_banks, before[k])]++;
+			for (uint32_t k = 0; k < 8; k++) {
+				uint32_t b = e2e_bank_of(banks, n_banks, slots[k]);
+				uint32_t idx =
+				    moecache_map_idx(moecache_map(mc), layer, experts[k]);
+
+				if (b == MOECACHE_NONE)
+					return e2e_client_error("a slot in no bank", -EPROTO);
+				/* Each bank is imported once it is first used (the agent sets
+				 * them). */
+				if (!bank_base[b]) {
+					struct moecache_bank desc;
+					void *p;
+
+					ret = moecache_bank_get_index(mc, b, &desc);
+					if (ret)
+						return e2e_client_error("BANK_GET", ret);
+					p = mmap(NULL, desc.bank_bytes, PROT_READ, MAP_SHARED,
+						 desc.fd, 0);
+					close(desc.fd);
+					if (p == MAP_FAILED)
+						return e2e_client_error("mmap of a bank", -errno);
+					bank_base[b] = p;
+					stride[b] = desc.slot_stride;
+				}
+				if (memcmp(bank_base[b] +
+					       (slots[k] - banks[b].slot_begin) * stride[b],
+					   (const char *)host + (uint64_t)idx * info->expert_bytes,
+					   info->expert_bytes)) {
+					printf("layer %u expert %u: slot %u of bank %u differs\n",
+					       layer, experts[k], slots[k], b);
+					return 2;
+				}
+			}
+			ret = moecache_release(mc, slots, 8);
+			if (ret)
+				return e2e_client_error("release", ret);
+		}
+	}
+	for (uint32_t b = 0; b < n_banks; b++)
+		printf("bank %u hits %llu\n", b, (unsigned long long)hits[b]);
+	printf("hits %llu\nmisses %llu\nverified=ok\n", (unsigned long long)total_hits,
+	       (unsigned long long)misses);
+	return 0;
+}
+
+static pid_t e2e_tier_client_start(const char *pool, const char *out, uint64_t seed, uint32_t steps)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0)
+			_exit(126);
+		int status = e2e_tier_client(pool, seed, steps);
+
+		fflush(stdout);
+		_exit(status);
+	}
+	return pid;
+}
+
+/*
+ * Every expert is resident in at most one bank: owner[] names it in one
+ * slot at most, and map[] points there. per_bank (may be NULL) receives
+ * the resident experts of each bank.
+ */
+static int e2e_check_one_bank(struct e2e *e, struct moecache *mc, uint32_t *per_bank)
+{
+	const struct moecache_pool_info *info = moecache_pool(mc);
+	uint32_t n_idx = info->n_layers * info->n_local, n_banks;
+	const struct moecache_map_bank *banks = e2e_banks(mc, &n_banks);
+	uint32_t *owner = malloc(info->n_slots * sizeof(*owner));
+	uint32_t *map = malloc(n_idx * sizeof(*map)), *seen = malloc(n_idx * sizeof(*seen));
+	int ret = 0;
+
+	if (!owner || !map || !seen || moecache_map_snapshot(moecache_map(mc), owner, map)) {
+		ret = e2e_fail(e, "no snapshot of the map");
+		goto out;
+	}
+	memset(seen, 0xff, n_idx * sizeof(*seen));
+	for (uint32_t b = 0; per_bank && b < n_banks; b++)
+		per_bank[b] = 0;
+	for (uint32_t s = 0; s < info->n_slots && !ret; s++) {
+		uint32_t o = owner[s];
+
+		if (o == MOECACHE_NONE || (o & MOECACHE_OWNER_FILLING))
+			continue;
+		if (o >= n_idx)
+			ret = e2e_fail(e, "slot %u: owner %#x out of range", s, o);
+		else if (seen[o] != MOECACHE_NONE)
+			ret =
+			    e2e_fail(e, "expert idx %u resident in slots %u and %u", o, seen[o], s);
+		else
+			seen[o] = s;
+		if (!ret && per_bank)
+			per_bank[e2e_bank_of(banks, n_banks, s)]++;
+	}
+	for (uint32_t idx = 0; idx < n_idx && !ret; idx++)
+		if (map[idx] != seen[idx])
+			ret = e2e_fail(e, "expert idx %u: map says slot %#x, owners say %#x", idx,
+				       map[idx], seen[idx]);
+out:
+	free(owner);
+	free(map);
+	free(seen);
+	return ret;
+}
+
+/*
+ * The agent's last per-bank lines and its count of moves, as TAP comments;
+ * between CPU banks every move of a resident expert is device to device.
+ */
+static int e2e_tier_log(struct e2e *e, const char *log)
+{
+	char buf[65536], *line, *save = NULL;
+	unsigned long long peer = 0;
+	ssize_t n;
+	int fd = open(log, O_RDONLY | O_CLOEXEC);
+
+	E2E_CHECK(e, fd >= 0, "no agent log %s", log);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	E2E_CHECK(e, n > 0, "empty agent log %s", log);
+	buf[n] = '\0';
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		const char *moves = strstr(line, "moves: ");
+
+		if (strstr(line, "(tier ") || moves)
+			printf("# %s\n", line);
+		if (moves)
+			peer = strtoull(moves + strlen("moves: "), NULL, 10);
+	}
+	E2E_CHECK(e, peer > 0, "no move between banks was device to device (see %s)", log);
+	return 0;
+}
+
+/* moecachectl stats and top show a row per bank of pool. */
+static int e2e_ctl_bank_rows(struct e2e *e, const char *pool)
+{
+	char *stats[] = {"moecachectl", "stats", (char *)pool, "--json", NULL};
+	char *top[] = {"moecachectl", "top",	    (char *)pool, "--iterations",
+		       "1",	      "--interval", "0.2",	  NULL};
+	char out[512];
+
+	e2e_path(e, out, sizeof(out), pool, "stats");
+	E2E_CHECK(e, e2e_run(out, stats, 30000) == 0, "moecachectl stats failed (see %s)", out);
+	E2E_CHECK(e, e2e_file_has(out, "\"banks\"") && e2e_file_has(out, "\"hit_rate\""),
+		  "moecachectl stats --json has no per-bank rows (see %s)", out);
+	e2e_path(e, out, sizeof(out), pool, "top");
+	E2E_CHECK(e, e2e_run(out, top, 30000) == 0, "moecachectl top failed (see %s)", out);
+	E2E_CHECK(e, e2e_file_has(out, "commit/s") && e2e_file_has(out, " cpu "),
+		  "moecachectl top has no per-bank rows (see %s)", out);
+	return 0;
+}
+
+static int test_tiers_three_banks_four_clients(struct e2e *e)
+{
+	const char *pool = "e2e-tiers";
+	uint32_t per_bank[E2E_TIERS] = {0};
+	struct moecache_stats bank[E2E_TIERS], st;
+	char log[512], log2[512], out[4][512];
+	struct moecache *mc = NULL;
+	pid_t agent, clients[4];
+	uint64_t accesses;
+	int ret = 0;
+
+	if (e2e_pool_create_banks(e, pool, e2e_three_tiers))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, log2, sizeof(log2), pool, "agent2");
+	agent = e2e_agent_start(e, pool, log, NULL);
+	if (e2e_agent_ready(e, log, 30000))
+		return -1;
+	/* moecache-decode runs each expert in the bank it is in and checks every output. */
+	for (int i = 0; i < 4; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "client%d", i);
+		e2e_path(e, out[i], sizeof(out[i]), pool, name);
+		clients[i] = e2e_decode_start(e, pool, out[i], (uint32_t)i * 60, 40);
+	}
+	/* kill -9 once the tiers are busy: tier 0 turned over, demotions under way. */
+	while (!e2e_stats(e, pool, &st) && st.commits < E2E_TIER0_SLOTS * 2 &&
+	       e2e_wait(clients[0], 0) == -ETIMEDOUT)
+		e2e_sleep_ms(50);
+	e2e_kill(agent, SIGKILL);
+	e2e_sleep_ms(500);
+	if (e2e_stats(e, pool, &st))
+		ret = -1;
+	else if (st.agent_pid != 0 || st.filling != 0)
+		ret = e2e_fail(e, "after kill -9: agent_pid %u, filling %u (want 0, 0)",
+			       st.agent_pid, st.filling);
+	if (!ret && !e2e_client(e, pool, &mc))
+		ret = e2e_check_one_bank(e, mc, NULL);
+	agent = e2e_agent_start(e, pool, log2, NULL);
+	if (e2e_agent_ready(e, log2, 30000))
+		ret = -1;
+	if (!ret && !e2e_file_has(log2, "warm restart: 3 banks adopted"))
+		ret = e2e_fail(e, "the new agent did not adopt the three banks (see %s)", log2);
+	for (int i = 0; i < 4; i++)
+		if (e2e_decode_check(e, clients[i], out[i], 600000))
+			ret = -1;
+	if (!ret && mc)
+		ret = e2e_check_one_bank(e, mc, per_bank);
+	/* Only demotions put experts into the lower banks. */
+	if (!ret && (per_bank[1] == 0 || per_bank[2] == 0))
+		ret = e2e_fail(e, "resident per bank %u, %u, %u: a lower bank stayed empty",
+			       per_bank[0], per_bank[1], per_bank[2]);
+	for (uint32_t b = 0; !ret && b < E2E_TIERS; b++)
+		if (moecache_stats_bank(mc, b, &bank[b]))
+			ret = e2e_fail(e, "no stats of bank %u", b);
+	if (!ret && !e2e_stats(e, pool, &st)) {
+		accesses = st.hits + st.misses;
+		printf("# tiers: hit rate tier 0 %.3f, tier 1 %.3f, tier 2 %.3f, miss %.3f "
+		       "(%llu accesses; resident %u/%u/%u)\n",
+		       (double)bank[0].hits / (double)accesses,
+		       (double)bank[1].hits / (double)accesses,
+		       (double)bank[2].hits / (double)accesses,
+		       (double)st.misses / (double)accesses, (unsigned long long)accesses,
+		       per_bank[0], per_bank[1], per_bank[2]);
+		if (bank[1].hits + bank[2].hits == 0)
+			ret = e2e_fail(e, "no hit was served from a lower bank");
+	}
+	if (!ret)
+		ret = e2e_ctl_bank_rows(e, pool);
+	moecache_close(mc);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	if (!ret)
+		ret = e2e_tier_log(e, log2);
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+static int test_tiers_static_placement_slices(struct e2e *e)
+{
+	static const char *const banks[] = {"0:cpu:0:32", "1:cpu:1:64", "2:cpu:2:64", NULL};
+	static const char *const placement[] = {"--tier-placement", "static", NULL};
+	const char *pool = "e2e-tiers-static";
+	uint32_t owner[160], in_bank[E2E_TIERS] = {0}, n_banks;
+	const struct moecache_map_bank *layout;
+	struct moecache *mc = NULL;
+	char log[512], out[512];
+	pid_t agent, client;
+	int ret = 0;
+
+	if (e2e_pool_create_banks(e, pool, banks))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, out, sizeof(out), pool, "client");
+	agent = e2e_agent_start(e, pool, log, placement);
+	if (e2e_agent_ready(e, log, 30000))
+		return -1;
+	client = e2e_tier_client_start(pool, out, 11, 12);
+	ret = e2e_wait(client, 300000);
+	if (ret == -ETIMEDOUT)
+		e2e_kill(client, SIGKILL);
+	ret = e2e_decode_verdict(e, ret, out);
+	if (!ret && !e2e_file_has(log, "(static placement)"))
+		ret = e2e_fail(e, "the agent does not say it places statically (see %s)", log);
+	if (!ret && !e2e_client(e, pool, &mc)) {
+		layout = e2e_banks(mc, &n_banks);
+		moecache_map_snapshot(moecache_map(mc), owner, NULL);
+		/* Two equal lower banks: experts 0..31 of each layer in bank 1, 32..63 in 2. */
+		for (uint32_t s = layout[1].slot_begin; s < 160 && !ret; s++) {
+			uint32_t b = e2e_bank_of(layout, n_banks, s), o = owner[s];
+
+			if (o == MOECACHE_NONE || (o & MOECACHE_OWNER_FILLING))
+				continue;
+			in_bank[b]++;
+			if ((b == 1) != (o % E2E_EXPERTS < E2E_EXPERTS / 2))
+				ret = e2e_fail(e,
+					       "bank %u holds expert %u of layer %u, not its slice",
+					       b, o % E2E_EXPERTS, o / E2E_EXPERTS);
+		}
+		if (!ret && (!in_bank[1] || !in_bank[2]))
+			ret = e2e_fail(e, "lower banks hold %u and %u experts: no demotion",
+				       in_bank[1], in_bank[2]);
+	}
+	moecache_close(mc);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+/* A demotion in flight: a lower bank's slot filling with an expert resident in another. */
+static bool e2e_demotion_in_flight(struct moecache *mc)
+{
+	const struct moecache_pool_info *info = moecache_pool(mc);
+	uint32_t owner[64], n_banks;
+	const struct moecache_map_bank *banks = e2e_banks(mc, &n_banks);
+
+	if (info->n_slots > 64 || moecache_map_snapshot(moecache_map(mc), owner, NULL))
+		return false;
+	for (uint32_t s = banks[1].slot_begin; s < info->n_slots; s++) {
+		uint32_t o = owner[s];
+
+		if (o != MOECACHE_NONE && (o & MOECACHE_OWNER_FILLING))
+			for (uint32_t t = 0; t < info->n_slots; t++)
+				if (owner[t] == (o & MOECACHE_OWNER_IDX_MASK))
+					return true;
+	}
+	return false;
+}
+
+/* Every resident slot equals its expert's host pages, in the bank it belongs to. */
+static int e2e_check_resident_bytes(struct e2e *e, struct moecache *mc)
+{
+	const struct moecache_pool_info *info = moecache_pool(mc);
+	uint32_t n_banks, owner[64];
+	const struct moecache_map_bank *banks = e2e_banks(mc, &n_banks);
+	size_t host_len;
+	void *host;
+	int ret = 0;
+
+	E2E_CHECK(e, info->n_slots <= 64 && n_banks <= E2E_MAX_BANKS, "pool too big for the check");
+	E2E_CHECK(e, !moecache_host_map(mc, false, &host, &host_len), "no host pages");
+	E2E_CHECK(e, !moecache_map_snapshot(moecache_map(mc), owner, NULL), "no snapshot");
+	for (uint32_t b = 0; b < n_banks && !ret; b++) {
+		struct moecache_bank desc;
+		const char *base;
+
+		E2E_CHECK(e, !moecache_bank_get_index(mc, b, &desc), "no object for bank %u", b);
+		base = mmap(NULL, desc.bank_bytes, PROT_READ, MAP_SHARED, desc.fd, 0);
+		close(desc.fd);
+		E2E_CHECK(e, base != MAP_FAILED, "cannot map bank %u", b);
+		for (uint32_t s = banks[b].slot_begin; s < banks[b].slot_begin + banks[b].n_slots;
+		     s++) {
+			uint32_t o = owner[s];
+
+			if (o == MOECACHE_NONE || (o & MOECACHE_OWNER_FILLING))
+				continue;
+			if (memcmp(base + (uint64_t)(s - banks[b].slot_begin) * desc.slot_stride,
+				   (const char *)host + (uint64_t)o * info->expert_bytes,
+				   info->expert_bytes)) {
+				ret = e2e_fail(e, "slot %u of bank %u: not expert idx %u's bytes",
+					       s, b, o);
+				break;
+			}
+		}
+		munmap((void *)base, desc.bank_bytes);
+	}
+	return ret;
+}
+
+static int test_tiers_kill_during_demotion(struct e2e *e)
+{
+	static const char *const banks[] = {"0:cpu:0:8", "1:cpu:1:12", "2:cpu:2:12", NULL};
+	static const char *const slow[] = {"--copy-delay-us", "200000", NULL};
+	const char *pool = "e2e-tiers-kill";
+	struct moecache *mc = NULL;
+	struct moecache_stats st;
+	char log[512], out[512];
+	uint64_t deadline;
+	pid_t agent, client;
+	bool seen = false;
+	int ret = 0;
+
+	if (e2e_pool_create_banks(e, pool, banks))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, out, sizeof(out), pool, "client");
+	agent = e2e_agent_start(e, pool, log, slow);
+	if (e2e_agent_ready(e, log, 30000) || e2e_client(e, pool, &mc))
+		return -1;
+	client = e2e_tier_client_start(pool, out, 7, 50);
+	deadline = e2e_now_ms() + 240000;
+	while (!(seen = e2e_demotion_in_flight(mc)) && e2e_now_ms() < deadline &&
+	       e2e_wait(client, 0) == -ETIMEDOUT)
+		e2e_sleep_ms(5);
+	e2e_kill(agent, SIGKILL);
+	e2e_kill(client, SIGKILL);
+	if (!seen)
+		ret = e2e_fail(e, "no demotion was seen in flight: the test did not race one");
+	/* The agent's death aborts its fills: each expert stays where it was. */
+	if (!ret && !e2e_stats(e, pool, &st) && (st.agent_pid || st.filling))
+		ret = e2e_fail(e, "after kill -9: agent_pid %u, filling %u (want 0, 0)",
+			       st.agent_pid, st.filling);
+	if (!ret)
+		ret = e2e_check_one_bank(e, mc, NULL);
+	if (!ret)
+		ret = e2e_check_resident_bytes(e, mc);
+	moecache_close(mc);
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
 static const struct e2e_test e2e_tests[] = {
     {"basic_miss_becomes_hit", "one client's miss is another client's hit on the same slot",
      test_miss_becomes_hit},
@@ -852,6 +1381,16 @@ static const struct e2e_test e2e_tests[] = {
     {"lifetime_sigterm_finishes_copies",
      "SIGTERM with copies in flight commits them and exits 0, aborting nothing",
      test_sigterm_finishes_copies},
+    {"basic_tiers_three_banks_four_clients",
+     "a pool of three CPU banks (10%, 20%, 20% of the experts) under 4 verifying decode "
+     "clients, kill -9 and restart of the agent: lower banks serve hits, each expert in one bank",
+     test_tiers_three_banks_four_clients},
+    {"basic_tiers_static_placement_slices",
+     "--tier-placement static: each lower bank holds only its slice of every layer's experts",
+     test_tiers_static_placement_slices},
+    {"lifetime_tiers_kill_during_demotion",
+     "the agent killed while it demotes: every expert in one bank or none, no slot half-copied",
+     test_tiers_kill_during_demotion},
 };
 
 /* The last lines of every log so far, to stderr: in the VM nothing else survives. */

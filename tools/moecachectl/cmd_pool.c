@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <json-c/json.h>
@@ -13,6 +14,8 @@
 static const char pool_usage[] =
     "usage: moecachectl pool create NAME --layers L --experts E --expert-bytes N --slots S\n"
     "                              [--range BEGIN:END] [--uid USER] [--gid GROUP] [--mode MODE]\n"
+    "       moecachectl pool create NAME --layers L --experts E --expert-bytes N\n"
+    "                              --bank TIER:BACKEND:DEVICE:SLOTS [--bank ...] [...]\n"
     "       moecachectl pool destroy NAME\n"
     "       moecachectl pool list [--json]\n"
     "       moecachectl pool info NAME [--json]\n"
@@ -22,6 +25,11 @@ static const char pool_usage[] =
     "  record of N bytes (a multiple of the page size; K, M, G suffixes), sharing S\n"
     "  bank slots. The owner (default: you) and MODE (octal, default 0600) decide\n"
     "  who may attach, as for IPC objects.\n"
+    "  --bank (repeatable, fastest first) splits the slots into banks: TIER (0 is\n"
+    "  the fastest; never decreasing), BACKEND (cpu, cuda, rocm, or auto: the\n"
+    "  agent's), the backend's DEVICE ordinal (one bank per device), and SLOTS: a\n"
+    "  count, or a capacity in bytes with a unit (64M). --slots, if given, must be\n"
+    "  their sum.\n"
     "destroy (CAP_SYS_ADMIN or the owner): fails while any process is attached.\n"
     "list, info: the pools you may read (read permission, as a client attach).\n";
 
@@ -83,6 +91,7 @@ enum {
 	OPT_UID,
 	OPT_GID,
 	OPT_MODE,
+	OPT_BANK,
 	OPT_JSON,
 	OPT_HELP
 };
@@ -98,9 +107,14 @@ static int pool_create(int argc, char **argv)
 	    {"uid", required_argument, NULL, OPT_UID},
 	    {"gid", required_argument, NULL, OPT_GID},
 	    {"mode", required_argument, NULL, OPT_MODE},
+	    {"bank", required_argument, NULL, OPT_BANK},
 	    {"help", no_argument, NULL, OPT_HELP},
 	    {0},
 	};
+	struct ctl_bank_spec banks[CTL_MAX_BANKS];
+	struct moecache_bank_layout layout[CTL_MAX_BANKS];
+	uint32_t n_banks = 0, bank_slots;
+	char why[160];
 	struct moecache_pool_create *r;
 	struct ctl_create c;
 	uint64_t bytes;
@@ -159,6 +173,13 @@ static int pool_create(int argc, char **argv)
 				    "pool", "bad --mode '%s' (octal, at most 0777)", optarg);
 			c.has_mode = true;
 			break;
+		case OPT_BANK:
+			if (n_banks == CTL_MAX_BANKS)
+				return ctl_usage_fail("pool", "at most %d --bank", CTL_MAX_BANKS);
+			if (ctl_parse_bank(optarg, &banks[n_banks], why, sizeof(why)))
+				return ctl_usage_fail("pool", "bad --bank %s", why);
+			n_banks++;
+			break;
 		case OPT_HELP:
 			return pool_help(stdout, CTL_EXIT_OK);
 		default:
@@ -167,13 +188,26 @@ static int pool_create(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return ctl_usage_fail("pool", "create takes one pool name");
-	if (!have_layers || !have_experts || !have_bytes || !have_slots)
+	if (!have_layers || !have_experts || !have_bytes || (!have_slots && !n_banks))
 		return ctl_usage_fail(
 		    "pool", "create needs --layers, --experts, --expert-bytes and --slots");
+	if (n_banks) {
+		if (ctl_banks_resolve(banks, n_banks, r->expert_bytes, &bank_slots, why,
+				      sizeof(why)))
+			return ctl_usage_fail("pool", "bad --bank: %s", why);
+		if (have_slots && r->n_slots != bank_slots)
+			return ctl_usage_fail("pool", "--slots %u, but the banks hold %u",
+					      r->n_slots, bank_slots);
+		r->n_slots = bank_slots;
+	}
 	if (!ctl_pool_name_ok(argv[optind]))
 		return ctl_usage_fail("pool", "bad pool name '%s' (1 to %d of A-Z a-z 0-9 . _ -)",
 				      argv[optind], MOECACHE_NAME_LEN - 1);
 	snprintf(r->name, sizeof(r->name), "%s", argv[optind]);
+	for (uint32_t i = 0; i < n_banks; i++)
+		layout[i] = banks[i].layout;
+	c.banks = layout;
+	c.n_banks = n_banks;
 
 	if (ctl_nl_connect(&nl))
 		return CTL_EXIT_FAIL;

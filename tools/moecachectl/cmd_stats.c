@@ -19,7 +19,9 @@ static const char stats_usage[] =
     "The pool's counters since it was created: hits, misses, prefetch hits,\n"
     "prefetches, evictions, commits, aborts, bytes copied, waits and their\n"
     "time (with a histogram), for the whole pool and for every layer, or only\n"
-    "layer L; then the pool's current state. Needs read permission on the pool.\n";
+    "layer L; then the pool's current state. A pool of several banks adds one\n"
+    "row per bank: its tier, backend and device, its slots, and the hits served\n"
+    "from it (hit% of all the pool's accesses). Needs read permission on the pool.\n";
 
 static const char top_usage[] =
     "usage: moecachectl top NAME [--interval SECONDS] [--iterations N]\n"
@@ -27,7 +29,9 @@ static const char top_usage[] =
     "A per-layer view of the pool's activity, refreshed every SECONDS (1 by\n"
     "default): rates over the last interval. On a terminal the view is redrawn\n"
     "in place; otherwise the views are printed one after the other. It runs\n"
-    "until interrupted, or for N views with --iterations.\n";
+    "until interrupted, or for N views with --iterations. A pool of several banks\n"
+    "adds one row per bank (tier): its hits/s, hit% of the pool's accesses,\n"
+    "commits/s and resident experts.\n";
 
 enum { OPT_LAYER = 256, OPT_JSON, OPT_INTERVAL, OPT_ITERATIONS, OPT_HELP };
 
@@ -147,6 +151,69 @@ static void stats_state(const struct moecache_stats *st)
 		printf("no agent\n");
 }
 
+/* ---- banks ---- */
+
+/* A pool's banks, from its STATS reply; n 0 for a pool of one bank. */
+struct bank_stats {
+	struct ctl_bank bank[CTL_MAX_BANKS];
+	uint32_t n;
+};
+
+static double bank_hit_rate(const struct moecache_stats *bank, const struct moecache_stats *pool)
+{
+	uint64_t acc = pool->hits + pool->misses;
+
+	return acc ? (double)bank->hits / (double)acc : 0.0;
+}
+
+static struct json_object *banks_json(const struct bank_stats *b, const struct moecache_stats *pool)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct moecache_map_bank *l = &b->bank[i].layout;
+		const struct moecache_stats *st = &b->bank[i].st;
+		struct json_object *o = json_object_new_object();
+
+		add_u64(o, "bank", i);
+		add_u64(o, "tier", l->tier);
+		json_object_object_add(o, "backend",
+				       json_object_new_string(ctl_backend_name(l->backend)));
+		add_u64(o, "device", l->device);
+		add_u64(o, "slot_begin", l->slot_begin);
+		add_u64(o, "n_slots", l->n_slots);
+		add_u64(o, "hits", st->hits);
+		json_object_object_add(o, "hit_rate",
+				       json_object_new_double(bank_hit_rate(st, pool)));
+		add_u64(o, "prefetch_hits", st->prefetch_hits);
+		add_u64(o, "evictions", st->evictions);
+		add_u64(o, "commits", st->commits);
+		add_u64(o, "resident", st->resident);
+		add_u64(o, "filling", st->filling);
+		add_u64(o, "pinned_slots", st->pinned_slots);
+		add_u64(o, "pins", st->pins);
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+static void banks_text(const struct bank_stats *b, const struct moecache_stats *pool)
+{
+	if (!b->n)
+		return;
+	printf("\n%-5s %4s %-7s %6s %7s %9s %12s %6s %10s %10s\n", "bank", "tier", "backend",
+	       "device", "slots", "resident", "hits", "hit%", "evictions", "commits");
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct moecache_map_bank *l = &b->bank[i].layout;
+		const struct moecache_stats *st = &b->bank[i].st;
+
+		printf("%-5u %4u %-7s %6u %7u %9u %12llu %6.1f %10llu %10llu\n", i, l->tier,
+		       ctl_backend_name(l->backend), l->device, l->n_slots, st->resident,
+		       (unsigned long long)st->hits, 100.0 * bank_hit_rate(st, pool),
+		       (unsigned long long)st->evictions, (unsigned long long)st->commits);
+	}
+}
+
 /* ---- stats ---- */
 
 struct stats_all {
@@ -172,13 +239,23 @@ static int collect(uint32_t layer, const struct moecache_stats *st, void *arg)
 	return 0;
 }
 
-/* The pool's stats then its layers'; the pool's must come first. */
-static int fetch_all(struct ctl_nl *nl, const char *pool, struct stats_all *all)
+/*
+ * The pool's stats then its layers'; the pool's must come first. banks
+ * (may be NULL) receives the pool's banks when it has several.
+ */
+static int fetch_all(struct ctl_nl *nl, const char *pool, struct stats_all *all,
+		     struct bank_stats *banks)
 {
 	int ret;
 
 	all->n = 0;
-	ret = ctl_nl_stats_dump(nl, pool, collect, all);
+	if (!banks)
+		ret = ctl_nl_stats_dump(nl, pool, collect, all);
+	else
+		ret = ctl_nl_stats_dump_banks(nl, pool, collect, all, banks->bank, CTL_MAX_BANKS,
+					      &banks->n);
+	if (!ret && banks && banks->n == 1)
+		banks->n = 0; /* one bank: the pool's rows say it all */
 	if (!ret && (!all->n || all->v[0].layer != MOECACHE_NONE))
 		ret = -EPROTO;
 	return ret;
@@ -193,6 +270,7 @@ int ctl_cmd_stats(struct ctl *ctl, int argc, char **argv)
 	    {0},
 	};
 	struct stats_all all = {0};
+	struct bank_stats banks = {0};
 	uint32_t layer = MOECACHE_NONE, i;
 	struct moecache_stats st;
 	bool json = false;
@@ -244,7 +322,7 @@ int ctl_cmd_stats(struct ctl *ctl, int argc, char **argv)
 		return ret;
 	}
 
-	ret = fetch_all(&nl, pool, &all);
+	ret = fetch_all(&nl, pool, &all, &banks);
 	if (ret) {
 		ret = ctl_pool_fail(&nl, pool, ret);
 	} else if (json) {
@@ -252,6 +330,8 @@ int ctl_cmd_stats(struct ctl *ctl, int argc, char **argv)
 
 		json_object_object_add(o, "pool", json_object_new_string(pool));
 		json_object_object_add(o, "total", stats_json(&all.v[0], true));
+		if (banks.n)
+			json_object_object_add(o, "banks", banks_json(&banks, &all.v[0]));
 		for (i = 1; i < all.n; i++)
 			json_object_array_add(layers, stats_json(&all.v[i], false));
 		json_object_object_add(o, "layers", layers);
@@ -264,6 +344,7 @@ int ctl_cmd_stats(struct ctl *ctl, int argc, char **argv)
 			stats_row(&all.v[i]);
 		stats_hist(&all.v[0]);
 		stats_state(&all.v[0]);
+		banks_text(&banks, &all.v[0]);
 	}
 	free(all.v);
 	ctl_nl_close(&nl);
@@ -307,6 +388,33 @@ static void top_row(const struct moecache_stats *now, const struct moecache_stat
 	       rate(now->evictions, before->evictions, seconds), copied, wait);
 }
 
+static void top_banks(const struct bank_stats *now, const struct bank_stats *before,
+		      const struct stats_all *pool_now, const struct stats_all *pool_before,
+		      double seconds)
+{
+	uint64_t acc = (pool_now->v[0].hits - pool_before->v[0].hits) +
+		       (pool_now->v[0].misses - pool_before->v[0].misses);
+
+	if (!now->n || now->n != before->n)
+		return;
+	printf("\n%-5s %4s %-7s %6s %10s %6s %10s %9s\n", "bank", "tier", "backend", "device",
+	       "hits/s", "hit%", "commit/s", "resident");
+	for (uint32_t i = 0; i < now->n; i++) {
+		const struct moecache_stats *a = &now->bank[i].st, *b = &before->bank[i].st;
+		char ratio[16];
+
+		if (acc)
+			snprintf(ratio, sizeof(ratio), "%.1f",
+				 100.0 * (double)(a->hits - b->hits) / (double)acc);
+		else
+			snprintf(ratio, sizeof(ratio), "-");
+		printf("%-5u %4u %-7s %6u %10.0f %6s %10.0f %9u\n", i, now->bank[i].layout.tier,
+		       ctl_backend_name(now->bank[i].layout.backend), now->bank[i].layout.device,
+		       rate(a->hits, b->hits, seconds), ratio,
+		       rate(a->commits, b->commits, seconds), a->resident);
+	}
+}
+
 static void top_screen(const char *pool, const struct stats_all *now,
 		       const struct stats_all *before, double seconds, bool tty)
 {
@@ -327,9 +435,6 @@ static void top_screen(const char *pool, const struct stats_all *now,
 	       "hit%", "pf-hits/s", "prefetch/s", "evict/s", "copied", "avg-wait");
 	for (i = 0; i < now->n && i < before->n; i++)
 		top_row(&now->v[i], &before->v[i], seconds);
-	if (!tty)
-		putchar('\n');
-	fflush(stdout);
 }
 
 int ctl_cmd_top(struct ctl *ctl, int argc, char **argv)
@@ -341,6 +446,7 @@ int ctl_cmd_top(struct ctl *ctl, int argc, char **argv)
 	    {0},
 	};
 	struct stats_all a = {0}, b = {0}, tmp;
+	struct bank_stats *ba, *bb, *btmp;
 	uint32_t iterations = 0, i;
 	double interval = 1.0;
 	struct timespec ts;
@@ -374,20 +480,31 @@ int ctl_cmd_top(struct ctl *ctl, int argc, char **argv)
 	pool = argv[optind];
 	if (ctl_nl_connect(&nl))
 		return CTL_EXIT_FAIL;
-	ret = fetch_all(&nl, pool, &a);
+	ba = calloc(1, sizeof(*ba));
+	bb = calloc(1, sizeof(*bb));
+	ret = ba && bb ? fetch_all(&nl, pool, &a, ba) : -ENOMEM;
 	for (i = 0; !ret && (!iterations || i < iterations); i++) {
 		ts.tv_sec = (time_t)interval;
 		ts.tv_nsec = (long)((interval - (double)ts.tv_sec) * 1e9);
 		while (nanosleep(&ts, &ts) && errno == EINTR)
 			;
-		ret = fetch_all(&nl, pool, &b);
+		ret = fetch_all(&nl, pool, &b, bb);
 		if (ret)
 			break;
 		top_screen(pool, &b, &a, interval, ctl->stdout_tty);
+		top_banks(bb, ba, &b, &a, interval);
+		if (!ctl->stdout_tty)
+			putchar('\n');
+		fflush(stdout);
 		tmp = a;
 		a = b;
 		b = tmp;
+		btmp = ba;
+		ba = bb;
+		bb = btmp;
 	}
+	free(ba);
+	free(bb);
 	if (ret)
 		ret = ctl_pool_fail(&nl, pool, ret);
 	free(a.v);

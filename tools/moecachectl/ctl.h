@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <moecache.h>
+
 #include "nl.h"
 
 /* Exit statuses, as administrators expect them. */
@@ -53,6 +55,29 @@ int ctl_parse_range(const char *s, uint32_t *begin, uint32_t *end);
 /* A user or group by name or number. */
 int ctl_parse_uid(const char *s, uint32_t *out);
 int ctl_parse_gid(const char *s, uint32_t *out);
+/*
+ * One bank of `pool create --bank TIER:BACKEND:DEVICE:SLOTS`: BACKEND is
+ * cpu, cuda, rocm or auto (the agent's); SLOTS a count, or a capacity in
+ * bytes when it has a unit (64M: as many experts as fit).
+ */
+#define CTL_MAX_BANKS 32
+struct ctl_bank_spec {
+	struct moecache_bank_layout layout;
+	uint64_t bytes; /* SLOTS given in bytes; 0: layout.n_slots is the count */
+};
+/* 0 or -EINVAL with the reason in err. */
+int ctl_parse_bank(const char *s, struct ctl_bank_spec *out, char *err, size_t errlen);
+/*
+ * The banks of one pool, in the order given: capacities in bytes become
+ * slots, tiers must not decrease, no two banks name one (backend,
+ * device), and *n_slots receives the pool's slots (their sum). 0 or
+ * -EINVAL/-ERANGE with the reason in err.
+ */
+int ctl_banks_resolve(struct ctl_bank_spec *banks, uint32_t n, uint64_t expert_bytes,
+		      uint32_t *n_slots, char *err, size_t errlen);
+/* "cpu", "cuda", "rocm", or "auto" for MOECACHE_BACKEND_NONE. */
+const char *ctl_backend_name(uint32_t backend);
+
 /* A pool name as the driver takes it: 1..63 of [A-Za-z0-9._-]. */
 bool ctl_pool_name_ok(const char *name);
 

@@ -36,6 +36,7 @@ static const struct nla_policy ctl_pool_policy[MOECACHE_A_MAX + 1] = {
     [MOECACHE_A_AGENT_EPOCH] = {.type = NLA_U32},
     [MOECACHE_A_LAYER] = {.type = NLA_U32},
     [MOECACHE_A_STATS] = {.type = NLA_NESTED},
+    [MOECACHE_A_BANKS] = {.type = NLA_NESTED},
     [MOECACHE_A_FLUSHED] = {.type = NLA_U32},
     [MOECACHE_A_EVENT] = {.type = NLA_U32},
     [MOECACHE_A_EXPERT] = {.type = NLA_U32},
@@ -404,10 +405,51 @@ static int parse_stats(struct nlattr *nest, struct moecache_stats *st)
 	return 0;
 }
 
+static const struct nla_policy ctl_bank_policy[MOECACHE_BANK_A_MAX + 1] = {
+    [MOECACHE_BANK_A_INDEX] = {.type = NLA_U32},   [MOECACHE_BANK_A_TIER] = {.type = NLA_U32},
+    [MOECACHE_BANK_A_N_SLOTS] = {.type = NLA_U32}, [MOECACHE_BANK_A_BACKEND] = {.type = NLA_U32},
+    [MOECACHE_BANK_A_DEVICE] = {.type = NLA_U32},  [MOECACHE_BANK_A_SLOT_BEGIN] = {.type = NLA_U32},
+    [MOECACHE_BANK_A_FLAGS] = {.type = NLA_U32},   [MOECACHE_BANK_A_STATS] = {.type = NLA_NESTED},
+};
+
+/* The pool's MOECACHE_A_BANKS: each bank's layout and, in a STATS reply, its counters. */
+static int parse_banks(struct nlattr *nest, struct ctl_bank *banks, uint32_t max, uint32_t *n)
+{
+	struct nlattr *entry;
+	int rem;
+
+	*n = 0;
+	nla_for_each_nested(entry, nest, rem)
+	{
+		struct nlattr *tb[MOECACHE_BANK_A_MAX + 1];
+		struct ctl_bank *b;
+
+		if (nla_type(entry) != MOECACHE_BANKS_A_BANK)
+			continue;
+		if (*n == max ||
+		    nla_parse_nested(tb, MOECACHE_BANK_A_MAX, entry, ctl_bank_policy) < 0)
+			return -EPROTO;
+		b = &banks[(*n)++];
+		memset(b, 0, sizeof(*b));
+		b->layout.tier = get_u32(tb, MOECACHE_BANK_A_TIER);
+		b->layout.n_slots = get_u32(tb, MOECACHE_BANK_A_N_SLOTS);
+		b->layout.backend = get_u32(tb, MOECACHE_BANK_A_BACKEND);
+		b->layout.device = get_u32(tb, MOECACHE_BANK_A_DEVICE);
+		b->layout.slot_begin = get_u32(tb, MOECACHE_BANK_A_SLOT_BEGIN);
+		b->layout.flags = get_u32(tb, MOECACHE_BANK_A_FLAGS);
+		b->st.layer = MOECACHE_NONE;
+		if (tb[MOECACHE_BANK_A_STATS] && parse_stats(tb[MOECACHE_BANK_A_STATS], &b->st))
+			return -EPROTO;
+	}
+	return 0;
+}
+
 struct stats_ctx {
 	int (*fn)(uint32_t layer, const struct moecache_stats *st, void *arg);
 	void *arg;
 	struct moecache_stats *out;
+	struct ctl_bank *banks; /* the pool's reply's banks, or NULL */
+	uint32_t max_banks, *n_banks;
 };
 
 static int stats_one(struct nl_msg *msg, void *arg)
@@ -423,6 +465,11 @@ static int stats_one(struct nl_msg *msg, void *arg)
 	ret = parse_stats(tb[MOECACHE_A_STATS], &st);
 	if (ret)
 		return ret;
+	if (ctx->banks && st.layer == MOECACHE_NONE && tb[MOECACHE_A_BANKS]) {
+		ret = parse_banks(tb[MOECACHE_A_BANKS], ctx->banks, ctx->max_banks, ctx->n_banks);
+		if (ret)
+			return ret;
+	}
 	if (ctx->out)
 		*ctx->out = st;
 	return ctx->fn ? ctx->fn(st.layer, &st, ctx->arg) : 0;
@@ -449,14 +496,50 @@ int ctl_nl_stats_dump(struct ctl_nl *nl, const char *name,
 		      int (*fn)(uint32_t layer, const struct moecache_stats *st, void *arg),
 		      void *arg)
 {
-	struct stats_ctx ctx = {.fn = fn, .arg = arg};
+	return ctl_nl_stats_dump_banks(nl, name, fn, arg, NULL, 0, NULL);
+}
+
+int ctl_nl_stats_dump_banks(struct ctl_nl *nl, const char *name,
+			    int (*fn)(uint32_t layer, const struct moecache_stats *st, void *arg),
+			    void *arg, struct ctl_bank *banks, uint32_t max_banks,
+			    uint32_t *n_banks)
+{
+	struct stats_ctx ctx = {
+	    .fn = fn, .arg = arg, .banks = banks, .max_banks = max_banks, .n_banks = n_banks};
 	struct nl_msg *msg;
 	int ret;
 
+	if (n_banks)
+		*n_banks = 0;
 	ret = name_msg(nl, MOECACHE_CMD_STATS, NLM_F_DUMP, name, &msg);
 	if (ret)
 		return ret;
 	return ctl_nl_transact(nl, msg, stats_one, &ctx);
+}
+
+/* POOL_CREATE's MOECACHE_A_BANKS, when the pool has banks; -EMSGSIZE if it does not fit. */
+static int put_banks(struct nl_msg *msg, const struct ctl_create *c)
+{
+	struct nlattr *banks, *bank;
+
+	if (!c->n_banks)
+		return 0;
+	banks = nla_nest_start(msg, MOECACHE_A_BANKS);
+	if (!banks)
+		return -EMSGSIZE;
+	for (uint32_t i = 0; i < c->n_banks; i++) {
+		const struct moecache_bank_layout *l = &c->banks[i];
+
+		bank = nla_nest_start(msg, MOECACHE_BANKS_A_BANK);
+		if (!bank || nla_put_u32(msg, MOECACHE_BANK_A_TIER, l->tier) < 0 ||
+		    nla_put_u32(msg, MOECACHE_BANK_A_N_SLOTS, l->n_slots) < 0 ||
+		    nla_put_u32(msg, MOECACHE_BANK_A_BACKEND, l->backend) < 0 ||
+		    nla_put_u32(msg, MOECACHE_BANK_A_DEVICE, l->device) < 0)
+			return -EMSGSIZE;
+		nla_nest_end(msg, bank);
+	}
+	nla_nest_end(msg, banks);
+	return 0;
 }
 
 int ctl_nl_pool_create(struct ctl_nl *nl, const struct ctl_create *c)
@@ -476,7 +559,7 @@ int ctl_nl_pool_create(struct ctl_nl *nl, const struct ctl_create *c)
 			      nla_put_u32(msg, MOECACHE_A_EXPERT_END, r->expert_end) < 0)) ||
 	    (c->has_uid && nla_put_u32(msg, MOECACHE_A_UID, r->uid) < 0) ||
 	    (c->has_gid && nla_put_u32(msg, MOECACHE_A_GID, r->gid) < 0) ||
-	    (c->has_mode && nla_put_u32(msg, MOECACHE_A_MODE, r->mode) < 0)) {
+	    (c->has_mode && nla_put_u32(msg, MOECACHE_A_MODE, r->mode) < 0) || put_banks(msg, c)) {
 		nlmsg_free(msg);
 		return -EMSGSIZE;
 	}

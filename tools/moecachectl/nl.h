@@ -47,6 +47,15 @@ struct ctl_create {
 	bool has_uid;
 	bool has_gid;
 	bool has_mode;
+	/* the banks (MOECACHE_A_BANKS), fastest first; none: one bank of req.n_slots */
+	const struct moecache_bank_layout *banks;
+	uint32_t n_banks;
+};
+
+/* One bank of a pool as a STATS reply gives it: its layout and its counters. */
+struct ctl_bank {
+	struct moecache_map_bank layout;
+	struct moecache_stats st;
 };
 
 struct ctl_event {
@@ -73,6 +82,14 @@ int ctl_nl_stats(struct ctl_nl *nl, const char *name, uint32_t layer, struct moe
 int ctl_nl_stats_dump(struct ctl_nl *nl, const char *name,
 		      int (*fn)(uint32_t layer, const struct moecache_stats *st, void *arg),
 		      void *arg);
+/*
+ * As ctl_nl_stats_dump, and *n_banks of banks[max_banks] receive the
+ * pool's banks (0 for a pool of one bank or a driver without them).
+ */
+int ctl_nl_stats_dump_banks(struct ctl_nl *nl, const char *name,
+			    int (*fn)(uint32_t layer, const struct moecache_stats *st, void *arg),
+			    void *arg, struct ctl_bank *banks, uint32_t max_banks,
+			    uint32_t *n_banks);
 int ctl_nl_pool_create(struct ctl_nl *nl, const struct ctl_create *c);
 int ctl_nl_pool_destroy(struct ctl_nl *nl, const char *name);
 int ctl_nl_flush(struct ctl_nl *nl, const char *name, uint32_t *flushed);

@@ -222,3 +222,118 @@ int ctl_make_rundir(const struct ctl *ctl)
 		return -errno;
 	return 0;
 }
+
+static const char *const ctl_backends[] = {
+    [MOECACHE_BACKEND_NONE] = "auto",
+    [MOECACHE_BACKEND_CPU] = "cpu",
+    [MOECACHE_BACKEND_CUDA] = "cuda",
+    [MOECACHE_BACKEND_ROCM] = "rocm",
+};
+
+const char *ctl_backend_name(uint32_t backend)
+{
+	if (backend < sizeof(ctl_backends) / sizeof(ctl_backends[0]))
+		return ctl_backends[backend];
+	return "?";
+}
+
+int ctl_parse_bank(const char *s, struct ctl_bank_spec *out, char *err, size_t errlen)
+{
+	char copy[128], *field[4], *save = NULL, *tok;
+	uint32_t n = 0, backend;
+	uint64_t size;
+
+	memset(out, 0, sizeof(*out));
+	if (!s || strlen(s) >= sizeof(copy)) {
+		snprintf(err, errlen, "expected TIER:BACKEND:DEVICE:SLOTS");
+		return -EINVAL;
+	}
+	strcpy(copy, s);
+	/* strtok_r would merge empty fields: count the colons first. */
+	for (const char *c = s; *c; c++)
+		n += *c == ':';
+	if (n != 3) {
+		snprintf(err, errlen, "'%s': expected TIER:BACKEND:DEVICE:SLOTS", s);
+		return -EINVAL;
+	}
+	n = 0;
+	for (tok = strtok_r(copy, ":", &save); tok && n < 4; tok = strtok_r(NULL, ":", &save))
+		field[n++] = tok;
+	if (n != 4) {
+		snprintf(err, errlen, "'%s': an empty field", s);
+		return -EINVAL;
+	}
+	if (ctl_parse_u32(field[0], &out->layout.tier)) {
+		snprintf(err, errlen, "'%s': bad tier '%s'", s, field[0]);
+		return -EINVAL;
+	}
+	for (backend = 0; backend < sizeof(ctl_backends) / sizeof(ctl_backends[0]); backend++)
+		if (!strcmp(field[1], ctl_backends[backend]))
+			break;
+	if (backend == sizeof(ctl_backends) / sizeof(ctl_backends[0])) {
+		snprintf(err, errlen, "'%s': backend '%s' is not cpu, cuda, rocm or auto", s,
+			 field[1]);
+		return -EINVAL;
+	}
+	out->layout.backend = backend;
+	if (ctl_parse_u32(field[2], &out->layout.device)) {
+		snprintf(err, errlen, "'%s': bad device '%s'", s, field[2]);
+		return -EINVAL;
+	}
+	/* A plain number counts slots; one with a unit is the bank's bytes. */
+	if (strspn(field[3], "0123456789") == strlen(field[3])) {
+		if (ctl_parse_u32(field[3], &out->layout.n_slots) || !out->layout.n_slots) {
+			snprintf(err, errlen, "'%s': bad slot count '%s'", s, field[3]);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (ctl_parse_size(field[3], &size) || !size) {
+		snprintf(err, errlen, "'%s': bad slots '%s' (a count, or bytes as 64M)", s,
+			 field[3]);
+		return -EINVAL;
+	}
+	out->bytes = size;
+	return 0;
+}
+
+int ctl_banks_resolve(struct ctl_bank_spec *banks, uint32_t n, uint64_t expert_bytes,
+		      uint32_t *n_slots, char *err, size_t errlen)
+{
+	uint64_t total = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct moecache_bank_layout *l = &banks[i].layout;
+
+		if (banks[i].bytes) {
+			uint64_t slots = expert_bytes ? banks[i].bytes / expert_bytes : 0;
+
+			if (!slots || slots > UINT32_MAX) {
+				snprintf(err, errlen, "bank %u: %llu bytes %s", i,
+					 (unsigned long long)banks[i].bytes,
+					 slots ? "are too many slots" : "hold no expert");
+				return slots ? -ERANGE : -EINVAL;
+			}
+			l->n_slots = (uint32_t)slots;
+		}
+		if (i && l->tier < banks[i - 1].layout.tier) {
+			snprintf(err, errlen, "bank %u: tier %u after tier %u (fastest first)", i,
+				 l->tier, banks[i - 1].layout.tier);
+			return -EINVAL;
+		}
+		for (uint32_t j = 0; j < i && l->backend != MOECACHE_BACKEND_NONE; j++)
+			if (banks[j].layout.backend == l->backend &&
+			    banks[j].layout.device == l->device) {
+				snprintf(err, errlen, "banks %u and %u: both on %s device %u", j, i,
+					 ctl_backend_name(l->backend), l->device);
+				return -EINVAL;
+			}
+		total += l->n_slots;
+	}
+	if (total > UINT32_MAX) {
+		snprintf(err, errlen, "the banks' slots add up to more than %u", UINT32_MAX);
+		return -ERANGE;
+	}
+	*n_slots = (uint32_t)total;
+	return 0;
+}

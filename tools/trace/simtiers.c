@@ -28,11 +28,13 @@ struct simt {
 	uint32_t n_pins;
 };
 
-static void simt_move(void *ctx, uint32_t tier, uint32_t slot, uint32_t idx, uint32_t from)
+static void simt_move(void *ctx, uint32_t tier, uint32_t slot, uint32_t idx, uint32_t from,
+		      uint32_t from_slot)
 {
 	struct simt *s = ctx;
 
 	(void)from;
+	(void)from_slot;
 	agent_memmap_filling(&s->map[tier], idx, slot);
 	agent_memmap_publish(&s->map[tier], idx, slot);
 	/* Used in this step: the strict pass leaves it alone until the next. */

@@ -21,9 +21,10 @@ import moe_model as mm  # noqa: E402
 PAGE = 4096
 
 
-def model_pool(cfg, n_slots, expert_begin=0, expert_end=None, weights=None):
+def model_pool(cfg, n_slots, expert_begin=0, expert_end=None, weights=None, banks=None):
     """A fake pool holding the model's experts as moecachectl load lays
-    them out, and its tensor table."""
+    them out (its slots split into banks of the given slot counts), and its
+    tensor table."""
     weights = weights or mm.generate(cfg)
 
     def tensors(layer, e):
@@ -41,7 +42,7 @@ def model_pool(cfg, n_slots, expert_begin=0, expert_end=None, weights=None):
 
     end = cfg.n_experts if expert_end is None else expert_end
     pool = FakePool("torch", cfg.n_layers, cfg.n_experts, expert_bytes, n_slots, record,
-                    expert_begin, end)
+                    expert_begin, end, banks)
     table = TensorTable.from_dict({
         "pool": "torch", "format": "safetensors", "expert_bytes": expert_bytes,
         "record_bytes": rec, "alignment": 256, "n_layers": cfg.n_layers,
@@ -155,24 +156,33 @@ class ProviderTests(unittest.TestCase):
         self.assertEqual(tuple(p.host_tensors["w1.weight"].shape)[:2], (CFG.n_layers, 4))
 
 
+def decode_bit_exact(test, wait, banks=None):
+    """20 decode steps of the model through a pool of 25% of the experts
+    (split into banks of the given slot counts) against the in-memory
+    model: the logits must be equal bit for bit. Returns the expert
+    source (its from_bank and from_host counts)."""
+    cfg = mm.Config(n_layers=2, n_experts=16, d_model=32, d_ff=48, top_k=2, max_seq=32)
+    pool, table, weights = model_pool(cfg, n_slots=cfg.n_layers * cfg.n_experts // 4,
+                                      banks=banks)
+    p = ExpertProvider(client=FakeClient(pool), table=table)
+    source = mm.ProviderExperts(p, wait=wait)
+    ref = mm.Model(cfg, mm.dense_weights(weights), mm.MemoryExperts(weights))
+    model = mm.Model(cfg, mm.dense_weights(weights), source)
+    tok = 7
+    for _ in range(20):
+        a, b = ref.step(tok), model.step(tok)
+        test.assertTrue(torch.equal(a, b))
+        tok = int(torch.argmax(a))
+    test.assertGreater(pool.misses, 0)
+    return source
+
+
 class ModelTests(unittest.TestCase):
     """The decoder through a bank of 25% of the experts equals the in-memory
     model bit for bit."""
 
     def decode(self, wait):
-        cfg = mm.Config(n_layers=2, n_experts=16, d_model=32, d_ff=48, top_k=2, max_seq=32)
-        pool, table, weights = model_pool(cfg, n_slots=cfg.n_layers * cfg.n_experts // 4)
-        p = ExpertProvider(client=FakeClient(pool), table=table)
-        source = mm.ProviderExperts(p, wait=wait)
-        ref = mm.Model(cfg, mm.dense_weights(weights), mm.MemoryExperts(weights))
-        model = mm.Model(cfg, mm.dense_weights(weights), source)
-        tok = 7
-        for _ in range(20):
-            a, b = ref.step(tok), model.step(tok)
-            self.assertTrue(torch.equal(a, b))
-            tok = int(torch.argmax(a))
-        self.assertGreater(pool.misses, 0)
-        return source
+        return decode_bit_exact(self, wait)
 
     def test_basic_decode_bit_exact_wait(self):
         """waiting for misses: 20 steps, logits equal bit for bit, evictions included"""

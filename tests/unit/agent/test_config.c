@@ -269,3 +269,30 @@ Test(config, bad_input_gpu_settings, .description = "GPU queue counts outside [2
 	cr_assert_eq(agent_config_set(&c, "gpu_budget_mb", "-1"), -EINVAL);
 	cr_assert_eq(c.gpu_queues, 0);
 }
+
+Test(config, basic_tier_placement, .description = "tier_placement from the file and the flag")
+{
+	struct agent_config c;
+	char err[256];
+
+	agent_config_defaults(&c);
+	cr_expect_not(c.tier_static, "dynamic is the default");
+	cr_assert_eq(agent_config_parse(&c, "f", "tier-placement = static\n", err, sizeof(err)), 0,
+		     "%s", err);
+	cr_expect(c.tier_static);
+	cr_assert_eq(from_args(&c, err, sizeof(err), 5, "moecached", "--pool", "p",
+			       "--tier-placement", "dynamic"),
+		     0, "%s", err);
+	cr_expect_not(c.tier_static);
+}
+
+Test(config, bad_input_tier_placement,
+     .description = "a placement other than dynamic or static fails")
+{
+	struct agent_config c;
+
+	agent_config_defaults(&c);
+	cr_expect_eq(agent_config_set(&c, "tier_placement", "Static"), -EINVAL);
+	cr_expect_eq(agent_config_set(&c, "tier_placement", ""), -EINVAL);
+	cr_expect_not(c.tier_static, "a refused value changed the placement");
+}

@@ -20,11 +20,13 @@ struct tiers_fixture {
 	uint32_t moves, clears;
 };
 
-static void fx_move(void *ctx, uint32_t tier, uint32_t slot, uint32_t idx, uint32_t from)
+static void fx_move(void *ctx, uint32_t tier, uint32_t slot, uint32_t idx, uint32_t from,
+		      uint32_t from_slot)
 {
 	struct tiers_fixture *x = ctx;
 
 	(void)from;
+	(void)from_slot;
 	agent_memmap_filling(&x->map[tier], idx, slot);
 	agent_memmap_publish(&x->map[tier], idx, slot);
 	x->moves++;

@@ -41,9 +41,38 @@ const struct mc_bank_backend *mc_bank_backend_find(uint32_t id)
 	return NULL;
 }
 
-static int mc_bank_import(struct moecache *mc, bool writable, struct moecache_bank_map *out)
+/*
+ * Where bank index lies in the pool's slots: the map's bank table (a
+ * handle whose map is not bound, as in tests, has one bank of all slots).
+ */
+int mc_bank_geometry(const struct moecache *mc, uint32_t index, uint32_t *slot_begin,
+		     uint32_t *n_slots, uint32_t *tier)
+{
+	struct moecache_map_bank mb;
+	int ret;
+
+	if (!mc->map.hdr) {
+		if (index)
+			return -EINVAL;
+		*slot_begin = 0;
+		*n_slots = mc->pool.n_slots;
+		*tier = 0;
+		return 0;
+	}
+	ret = moecache_map_bank(&mc->map, index, &mb);
+	if (ret)
+		return ret;
+	*slot_begin = mb.slot_begin;
+	*n_slots = mb.n_slots;
+	*tier = mb.tier;
+	return 0;
+}
+
+static int mc_bank_import(struct moecache *mc, uint32_t index, bool writable,
+			  struct moecache_bank_map *out)
 {
 	const struct mc_bank_backend *be;
+	uint32_t slot_begin, n_slots, tier;
 	struct moecache_bank desc;
 	int ret;
 
@@ -56,7 +85,10 @@ static int mc_bank_import(struct moecache *mc, bool writable, struct moecache_ba
 		return ret;
 	if (writable && mc->pool.role != MOECACHE_ROLE_AGENT)
 		return -EPERM;
-	ret = moecache_bank_get(mc, &desc);
+	ret = mc_bank_geometry(mc, index, &slot_begin, &n_slots, &tier);
+	if (ret)
+		return ret;
+	ret = moecache_bank_get_index(mc, index, &desc);
 	if (ret)
 		return ret;
 	be = mc_bank_backend_find(desc.backend);
@@ -64,19 +96,24 @@ static int mc_bank_import(struct moecache *mc, bool writable, struct moecache_ba
 		ret = -EOPNOTSUPP;
 		goto err;
 	}
+	/* The object holds the bank's own slots; a driver that says where they lie must agree. */
 	if (desc.slot_stride < mc->pool.expert_bytes || desc.slot_stride == 0 ||
-	    mc->pool.n_slots > desc.bank_bytes / desc.slot_stride) {
+	    n_slots > desc.bank_bytes / desc.slot_stride ||
+	    (desc.n_slots && (desc.n_slots != n_slots || desc.slot_begin != slot_begin))) {
 		ret = -EPROTO;
 		goto err;
 	}
 	out->backend = desc.backend;
-	out->n_slots = mc->pool.n_slots;
+	out->n_slots = n_slots;
 	out->fd = desc.fd;
 	out->writable = writable;
 	out->bytes = desc.bank_bytes;
 	out->slot_stride = desc.slot_stride;
 	out->expert_bytes = mc->pool.expert_bytes;
 	out->desc = desc;
+	out->index = index;
+	out->tier = tier;
+	out->slot_begin = slot_begin;
 	ret = be->import(out);
 	if (ret)
 		goto err;
@@ -90,12 +127,47 @@ err:
 
 int moecache_bank_import(struct moecache *mc, struct moecache_bank_map *out)
 {
-	return mc_bank_import(mc, false, out);
+	return mc_bank_import(mc, 0, false, out);
 }
 
 int moecache_bank_import_rw(struct moecache *mc, struct moecache_bank_map *out)
 {
-	return mc_bank_import(mc, true, out);
+	return mc_bank_import(mc, 0, true, out);
+}
+
+int moecache_bank_import_index(struct moecache *mc, uint32_t index, struct moecache_bank_map *out)
+{
+	return mc_bank_import(mc, index, false, out);
+}
+
+int moecache_bank_import_index_rw(struct moecache *mc, uint32_t index,
+				  struct moecache_bank_map *out)
+{
+	return mc_bank_import(mc, index, true, out);
+}
+
+int moecache_bank_import_all(struct moecache *mc, struct moecache_bank_map *out, uint32_t max)
+{
+	uint32_t n;
+	int ret;
+
+	ret = mc_check_role(mc, ~0u);
+	if (ret)
+		return ret;
+	if (!out)
+		return -EINVAL;
+	n = mc->map.hdr ? mc->map.n_banks : 1;
+	if (n > max)
+		return -ENOSPC;
+	for (uint32_t i = 0; i < n; i++) {
+		ret = mc_bank_import(mc, i, false, &out[i]);
+		if (ret) {
+			while (i--)
+				moecache_bank_unimport(&out[i]);
+			return ret;
+		}
+	}
+	return (int)n;
 }
 
 void moecache_bank_unimport(struct moecache_bank_map *b)
@@ -114,7 +186,9 @@ void moecache_bank_unimport(struct moecache_bank_map *b)
 
 const void *moecache_bank_slot(const struct moecache_bank_map *b, uint32_t slot)
 {
-	if (!b || b->backend != MOECACHE_BACKEND_CPU || !b->base || slot >= b->n_slots)
+	/* Below slot_begin wraps round to a large value: out of range too. */
+	if (!b || b->backend != MOECACHE_BACKEND_CPU || !b->base ||
+	    slot - b->slot_begin >= b->n_slots)
 		return NULL;
-	return (const char *)b->base + (uint64_t)slot * b->slot_stride;
+	return (const char *)b->base + (uint64_t)(slot - b->slot_begin) * b->slot_stride;
 }

@@ -14,6 +14,32 @@ static bool mc_array_fits(uint64_t off, uint64_t count, uint64_t size, size_t re
 	return off <= region && count * size <= region - off;
 }
 
+/*
+ * The bank table of h, if any, must partition the n_slots slots in bank
+ * order, each bank one slot or more, tiers non-decreasing: a route built
+ * on anything else would send an expert to the wrong device.
+ */
+static int mc_check_bank_table(const struct moecache_map_header *h, size_t size)
+{
+	const struct moecache_map_bank *b;
+	uint64_t next = 0;
+
+	if (h->n_banks == 0)
+		return h->bank_off ? -EPROTO : 0;
+	/* Entries hold a __u64: 8-byte aligned, as the other arrays are to their type. */
+	if (h->n_banks > h->n_slots || h->bank_off % sizeof(uint64_t) ||
+	    !mc_array_fits(h->bank_off, (uint64_t)h->n_banks * sizeof(*b), 1, size))
+		return -EPROTO;
+	b = (const struct moecache_map_bank *)((const char *)h + h->bank_off);
+	for (uint32_t i = 0; i < h->n_banks; i++) {
+		if (b[i].slot_begin != next || b[i].n_slots == 0 ||
+		    (i && b[i].tier < b[i - 1].tier))
+			return -EPROTO;
+		next += b[i].n_slots;
+	}
+	return next == h->n_slots ? 0 : -EPROTO;
+}
+
 int moecache_map_bind(struct moecache_map *m, const void *region, size_t size)
 {
 	const struct moecache_map_header *h = region;
@@ -33,6 +59,8 @@ int moecache_map_bind(struct moecache_map *m, const void *region, size_t size)
 	    !mc_array_fits(h->pins_off, h->n_slots, sizeof(uint32_t), size) ||
 	    !mc_array_fits(h->access_off, n_idx, sizeof(uint32_t), size))
 		return -EINVAL;
+	if (mc_check_bank_table(h, size))
+		return -EPROTO;
 
 	m->hdr = h;
 	m->map = (const uint32_t *)((const char *)region + h->map_off);
@@ -44,6 +72,10 @@ int moecache_map_bind(struct moecache_map *m, const void *region, size_t size)
 	m->n_local = n_local;
 	m->expert_begin = h->expert_begin;
 	m->n_slots = h->n_slots;
+	m->banks = h->n_banks
+		       ? (const struct moecache_map_bank *)((const char *)region + h->bank_off)
+		       : NULL;
+	m->n_banks = h->n_banks ? h->n_banks : 1;
 	return 0;
 }
 

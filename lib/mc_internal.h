@@ -78,6 +78,9 @@ struct mc_bank_backend {
 };
 
 const struct mc_bank_backend *mc_bank_backend_find(uint32_t id);
+/* lib/bank.c: the slot range and tier of bank index, from the map's bank table. */
+int mc_bank_geometry(const struct moecache *mc, uint32_t index, uint32_t *slot_begin,
+		     uint32_t *n_slots, uint32_t *tier);
 
 /* lib/check.c: checks shared by the client, agent and loader calls: 0, -ENOTCONN or -EPERM. */
 int mc_check_role(const struct moecache *mc, uint32_t role_mask);

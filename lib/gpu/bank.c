@@ -114,9 +114,10 @@ uint64_t moecache_bank_slot_addr(const struct moecache_bank_map *b, uint32_t slo
 {
 	const struct mc_gpu_bank *g = mc_gpu_bank_of(b);
 
-	if (!g || !g->dev_base || slot >= g->n_slots)
+	/* A global slot; the object holds the bank's own, from slot_begin (below wraps). */
+	if (!g || !g->dev_base || slot - b->slot_begin >= g->n_slots)
 		return 0;
-	return g->dev_base + (uint64_t)slot * g->slot_stride;
+	return g->dev_base + (uint64_t)(slot - b->slot_begin) * g->slot_stride;
 }
 
 const char *moecache_bank_error(const struct moecache_bank_map *b)

@@ -58,6 +58,14 @@ struct moecache_map {
 	uint32_t n_local;
 	uint32_t expert_begin;
 	uint32_t n_slots;
+	/*
+	 * The bank table (struct moecache_map_bank[n_banks]), checked by
+	 * moecache_map_bind; NULL for a map without one (a driver before
+	 * banks), which reads as one bank of all n_slots. Read it through
+	 * moecache_map_bank.
+	 */
+	const struct moecache_map_bank *banks;
+	uint32_t n_banks; /* 1 or more once bound */
 };
 
 /* The pool a handle is attached to, as ATTACH returned it. */
@@ -86,6 +94,10 @@ struct moecache_bank_map {
 	uint64_t slot_stride;
 	uint64_t expert_bytes;
 	struct moecache_bank desc; /* as BANK_GET returned it (desc.fd is fd) */
+	/* The bank's place in the pool (from the map's bank table). */
+	uint32_t index;	     /* the bank's index */
+	uint32_t tier;	     /* 0 is the fastest */
+	uint32_t slot_begin; /* its first global slot; n_slots above are its own */
 };
 
 struct moecache_acquire_result {
@@ -203,7 +215,10 @@ int moecache_bank_import(struct moecache *mc, struct moecache_bank_map *out);
 /* The agent's import after a restart: the same, mapped read-write. */
 int moecache_bank_import_rw(struct moecache *mc, struct moecache_bank_map *out);
 void moecache_bank_unimport(struct moecache_bank_map *b);
-/* Host-visible address of a slot (CPU backend), or NULL. */
+/*
+ * Host-visible address of a global slot (what acquire returns) in this
+ * bank (CPU backend), or NULL (another bank's slot, out of range).
+ */
 const void *moecache_bank_slot(const struct moecache_bank_map *b, uint32_t slot);
 
 /*
@@ -364,7 +379,7 @@ int moecache_prefetch_plan(struct moecache *mc, const struct moecache_plan_cost 
 /* ---- GPU banks (CUDA, ROCm): lib/gpu/bank_cuda.c, lib/gpu/bank_rocm.c ---- */
 
 /*
- * The device address of a slot in an imported CUDA or ROCm bank, as the
+ * The device address of a global slot in an imported CUDA or ROCm bank, as the
  * importing process's kernels see it (CUDA: a CUdeviceptr valid on the
  * bank's device; ROCm: a GPU VA in the VM of the render node the import
  * opened). 0 for a CPU bank, a slot out of range or no import.
@@ -416,6 +431,93 @@ int moecache_bank_release_flush(struct moecache_bank_map *b);
 /* Deferred releases still waiting. */
 uint32_t moecache_bank_release_pending(const struct moecache_bank_map *b);
 
+/*
+ * ---- banks and routes: pools of several banks ----
+ *
+ * A pool's slots are split into banks (uapi/moecache.h: struct
+ * moecache_map_bank): bank i owns the global slots [slot_begin,
+ * slot_begin + n_slots), on its own backend and device, in its tier. The
+ * slots acquire returns are global; a route sorts the experts of one
+ * acquire by the bank they are resident in, so that a caller runs each on
+ * the device that holds it, and the cold ones (not resident: NONE) from
+ * the host pages. A pool of one bank routes everything to bank 0.
+ */
+
+/*
+ * The number of banks (1 or more), the layout of bank index (-EINVAL past
+ * the last) and the bank of a global slot (MOECACHE_NONE if out of
+ * range). backend, device and flags change when the agent sets the bank;
+ * the slot range and tier never do. moecache_map_bind refuses with
+ * -EPROTO a bank table that does not partition the slots in order of
+ * non-decreasing tier.
+ */
+uint32_t moecache_map_n_banks(const struct moecache_map *m);
+int moecache_map_bank(const struct moecache_map *m, uint32_t index, struct moecache_map_bank *out);
+uint32_t moecache_map_slot_bank(const struct moecache_map *m, uint32_t slot);
+
+/* One expert of a route. */
+struct moecache_route_entry {
+	uint32_t pos;	 /* its index in the acquire's experts[] and slots[] */
+	uint32_t expert; /* global expert id */
+	uint32_t bank;	 /* the bank it is resident in, or MOECACHE_NONE (cold) */
+	uint32_t slot;	 /* global slot (what release takes), or MOECACHE_NONE */
+	uint32_t local;	 /* slot - the bank's slot_begin, or MOECACHE_NONE */
+};
+
+/*
+ * The experts of one acquire, grouped: group b < n_banks holds the ones
+ * resident in bank b, group n_banks the cold ones; each group keeps the
+ * acquire's order. Group g is entries[first[g] .. first[g + 1]).
+ */
+struct moecache_route {
+	uint32_t n_banks; /* of the map it was made for */
+	uint32_t max;	  /* room in entries */
+	uint32_t count;	  /* entries routed */
+	uint32_t *first;  /* [n_banks + 3]; the entries past n_banks + 1 are scratch */
+	struct moecache_route_entry *entries; /* [max] */
+};
+
+/* A route for up to max experts per acquire over m's banks; free it with moecache_route_free. */
+int moecache_route_new(const struct moecache_map *m, uint32_t max, struct moecache_route **out);
+void moecache_route_free(struct moecache_route *r);
+/*
+ * Routes count experts with their slots (as acquire wrote them; NONE for
+ * a cold one). -EINVAL for a slot out of range or a route made for
+ * another number of banks; -E2BIG past r->max.
+ */
+int moecache_route_build(const struct moecache_map *m, const uint32_t *experts,
+			 const uint32_t *slots, uint32_t count, struct moecache_route *r);
+/* The entries of bank b (b == r->n_banks: the cold ones); *n receives how many. */
+const struct moecache_route_entry *moecache_route_group(const struct moecache_route *r, uint32_t b,
+							uint32_t *n);
+/*
+ * moecache_acquire_release (release_count 0: moecache_acquire), then
+ * moecache_route_build of what it pinned into route. The pins are as the
+ * acquire left them whether or not the route is built.
+ */
+int moecache_acquire_route(struct moecache *mc, const uint32_t *release_slots,
+			   uint32_t release_count, uint32_t layer, const uint32_t *experts,
+			   uint32_t count, uint32_t *slots, uint32_t flags, uint32_t timeout_ms,
+			   struct moecache_acquire_result *res, struct moecache_route *route);
+
+/*
+ * Imports bank index as moecache_bank_import imports bank 0 (which is what
+ * that call does): BANK_GET of the index, then the backend's import. The
+ * map's slot range of the bank must fit the object (-EPROTO otherwise).
+ */
+int moecache_bank_import_index(struct moecache *mc, uint32_t index, struct moecache_bank_map *out);
+int moecache_bank_import_index_rw(struct moecache *mc, uint32_t index,
+				  struct moecache_bank_map *out);
+/*
+ * Imports every bank of the pool into out[0 .. n_banks) (max entries of
+ * room); returns the number of banks, or -errno with none left imported
+ * (-ENODATA while the agent has not set one of them; -ENOSPC if max is
+ * too small).
+ */
+int moecache_bank_import_all(struct moecache *mc, struct moecache_bank_map *out, uint32_t max);
+/* The raw BANK_GET of bank index (moecache_bank_get is index 0). */
+int moecache_bank_get_index(struct moecache *mc, uint32_t index, struct moecache_bank *bank);
+
 /* ---- agent ---- */
 
 /* Reads up to max requests without blocking; returns how many (0: none). */
@@ -429,7 +531,10 @@ int moecache_evict(struct moecache *mc, uint32_t slot, uint32_t layer, uint32_t 
 		   uint32_t *old_layer, uint32_t *old_expert);
 int moecache_commit(struct moecache *mc, const struct moecache_fill *fills, uint32_t count);
 int moecache_abort(struct moecache *mc, const struct moecache_fill *fills, uint32_t count);
-/* Hands the bank over; the driver keeps its own reference to bank->fd. */
+/*
+ * Hands bank->index over; the driver keeps its own reference to bank->fd.
+ * The object must hold that bank's n_slots slots.
+ */
 int moecache_bank_set(struct moecache *mc, const struct moecache_bank *bank);
 /* The raw BANK_GET: bank->fd is a new file descriptor the caller owns. */
 int moecache_bank_get(struct moecache *mc, struct moecache_bank *bank);

@@ -12,4 +12,4 @@ $(OBJ)/tools/decode/%.o: CFLAGS += -Ikernels -Itools
 $(MOECACHE_DECODE): $(DECODE_OBJS) $(LIBOUT)/libmoetrace.a $(LIBOUT)/libmoeref.a \
 		$(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(JSONC_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(JSONC_LIBS) -lm -pthread

@@ -21,10 +21,20 @@
  * publishes in the map): the hits and the misses the plan waits for are
  * pinned, the others are computed on the CPU from the host pages, and those
  * the plan admits are queued for the agent as misses behind them.
+ *
+ * A pool of several banks (tiers): the acquire's route (libmoecache)
+ * sends each resident expert to the bank it is in. Every bank is imported
+ * on its own (for the CPU backend its own memfd) and has its own worker
+ * thread, standing for its device, that runs the bank's experts of the
+ * layer; cold experts run on the calling thread from the host pages. Each
+ * expert's output is computed alone and the outputs are summed in the
+ * acquire's order, on both sides of the check, so the split changes no
+ * bit. A pool of one bank runs its experts on the calling thread.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +46,7 @@
 #include <json-c/json.h>
 
 #include "libmoecache.h"
+#include "moe_numerics.h"
 #include "ref/moe_ref.h"
 #include "trace/trace.h"
 
@@ -73,7 +84,24 @@ struct decode_counts {
 	uint64_t wait_ns, mismatches, weight_errors;
 	uint64_t cpu_experts; /* --cold cpu|plan: misses computed from the host pages */
 	uint64_t plan_waited, plan_admitted; /* --cold plan: misses waited for, queued behind */
+	uint64_t *bank_experts;		     /* [n_banks]: experts run on each bank */
 	double seconds;
+};
+
+struct decode_client;
+
+/*
+ * A bank's worker: a thread standing for the bank's device. For each
+ * layer it runs the bank's group of the route, each expert's output
+ * alone into out[pos].
+ */
+struct decode_worker {
+	struct decode_client *dc;
+	uint32_t bank;
+	pthread_t thread;
+	bool started;
+	float *h; /* [d_ff] */
+	int ret;
 };
 
 struct decode_client {
@@ -81,7 +109,18 @@ struct decode_client {
 	struct moecache *mc;
 	const struct moecache_pool_info *pi;
 	const struct moecache_map *map;
-	struct moecache_bank_map bank;
+	struct moecache_bank_map *banks; /* [n_banks] */
+	uint32_t n_banks;
+	struct moecache_route *route;
+	struct decode_worker *workers; /* [n_banks] when n_banks > 1 */
+	/* The layer's job for the workers: gen counts layers handed out, done counts workers done.
+	 */
+	pthread_mutex_t job_lock;
+	pthread_cond_t job_cv, done_cv;
+	uint64_t job_gen;
+	uint32_t job_done;
+	bool job_quit;
+	float *out_bank, *out_host; /* [top_k][d_model]: each expert's output */
 	uint32_t agent_epoch;
 	struct moe_trace *trace;
 	struct moe_trace_view steps; /* the selected prompt and phase, in order */
@@ -398,30 +437,51 @@ static int decode_fill(const struct decode_opts *o)
 	return 0;
 }
 
-/* The bank, once the agent has set one; imported again if an agent replaced it. */
+static bool decode_same_file(int a, int b)
+{
+	struct stat sa, sb;
+
+	return a >= 0 && b >= 0 && !fstat(a, &sa) && !fstat(b, &sb) && sa.st_ino == sb.st_ino &&
+	       sa.st_dev == sb.st_dev;
+}
+
+/*
+ * Every bank, once the agent has set them all; a bank the agent replaced is
+ * imported again, the others kept.
+ */
 static int decode_bank_refresh(struct decode_client *dc)
 {
-	struct moecache_bank_map fresh;
+	struct moecache_bank_map *fresh = calloc(dc->n_banks, sizeof(*fresh));
 	uint64_t deadline =
 	    now_ns() + (uint64_t)(dc->o->timeout_ms ? dc->o->timeout_ms : 600000) * 1000000u;
-	struct stat a, b;
 	int ret;
 
+	if (!fresh)
+		return -ENOMEM;
 	for (;;) {
-		ret = moecache_bank_import(dc->mc, &fresh);
+		ret = moecache_bank_import_all(dc->mc, fresh, dc->n_banks);
 		if (ret != -ENODATA || now_ns() > deadline)
 			break;
 		usleep(20000);
 	}
-	if (ret)
-		return ret;
-	if (dc->bank.fd >= 0 && !fstat(dc->bank.fd, &a) && !fstat(fresh.fd, &b) &&
-	    a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
-		moecache_bank_unimport(&fresh);
-		return 0;
+	if (ret >= 0 && (uint32_t)ret != dc->n_banks) {
+		for (int i = 0; i < ret; i++)
+			moecache_bank_unimport(&fresh[i]);
+		ret = -EPROTO;
 	}
-	moecache_bank_unimport(&dc->bank);
-	dc->bank = fresh;
+	if (ret < 0) {
+		free(fresh);
+		return ret;
+	}
+	for (uint32_t i = 0; i < dc->n_banks; i++) {
+		if (decode_same_file(dc->banks[i].fd, fresh[i].fd)) {
+			moecache_bank_unimport(&fresh[i]);
+			continue;
+		}
+		moecache_bank_unimport(&dc->banks[i]);
+		dc->banks[i] = fresh[i];
+	}
+	free(fresh);
 	return 0;
 }
 
@@ -462,6 +522,152 @@ static float *decode_alloc_floats(size_t n)
 	return aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
 }
 
+/* One expert's output alone (gate times its FFN), as a device would write it. */
+static void decode_expert_out(const struct decode_client *dc, const void *rec, float gate, float *h,
+			      float *out)
+{
+	memset(out, 0, dc->o->shape.d_model * sizeof(float));
+	moe_ref_ffn_token(&dc->o->shape, 1, &rec, &gate, dc->x, h, out);
+}
+
+/* y = x + the n experts' outputs, summed in the acquire's order. */
+static void decode_sum(const struct decode_client *dc, uint32_t n, const float *out, float *y)
+{
+	const uint32_t d = dc->o->shape.d_model;
+
+	for (uint32_t r = 0; r < d; r++) {
+		float acc = 0.0f;
+
+		for (uint32_t k = 0; k < n; k++)
+			acc = MOE_FADD(acc, out[(size_t)k * d + r]);
+		y[r] = MOE_FADD(dc->x[r], acc);
+	}
+}
+
+/* Runs bank b's experts of the layer's route from the bank's slots. */
+static int decode_run_bank(struct decode_client *dc, uint32_t b, float *h)
+{
+	uint32_t n;
+	const struct moecache_route_entry *e = moecache_route_group(dc->route, b, &n);
+
+	for (uint32_t i = 0; i < n; i++) {
+		const void *rec = moecache_bank_slot(&dc->banks[b], e[i].slot);
+
+		dc->rec_bank[e[i].pos] = rec;
+		if (!rec)
+			return -EPROTO;
+		decode_expert_out(dc, rec, dc->gate[e[i].pos], h,
+				  dc->out_bank + (size_t)e[i].pos * dc->o->shape.d_model);
+	}
+	dc->c.bank_experts[b] += n;
+	return 0;
+}
+
+static void *decode_worker_run(void *arg)
+{
+	struct decode_worker *w = arg;
+	struct decode_client *dc = w->dc;
+	uint64_t seen = 0;
+
+	pthread_mutex_lock(&dc->job_lock);
+	for (;;) {
+		while (dc->job_gen == seen && !dc->job_quit)
+			pthread_cond_wait(&dc->job_cv, &dc->job_lock);
+		if (dc->job_quit)
+			break;
+		seen = dc->job_gen;
+		pthread_mutex_unlock(&dc->job_lock);
+		w->ret = decode_run_bank(dc, w->bank, w->h);
+		pthread_mutex_lock(&dc->job_lock);
+		if (++dc->job_done == dc->n_banks)
+			pthread_cond_signal(&dc->done_cv);
+	}
+	pthread_mutex_unlock(&dc->job_lock);
+	return NULL;
+}
+
+/* Hands the layer's route to every bank's worker. */
+static void decode_banks_start(struct decode_client *dc)
+{
+	pthread_mutex_lock(&dc->job_lock);
+	dc->job_done = 0;
+	dc->job_gen++;
+	pthread_cond_broadcast(&dc->job_cv);
+	pthread_mutex_unlock(&dc->job_lock);
+}
+
+/* Waits for every bank's worker: 0, or the first error. */
+static int decode_banks_wait(struct decode_client *dc)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&dc->job_lock);
+	while (dc->job_done < dc->n_banks)
+		pthread_cond_wait(&dc->done_cv, &dc->job_lock);
+	pthread_mutex_unlock(&dc->job_lock);
+	for (uint32_t b = 0; b < dc->n_banks && !ret; b++)
+		ret = dc->workers[b].ret;
+	return ret;
+}
+
+/*
+ * The pool's banks (from the map), the route of top_k experts and, for
+ * more than one bank, a worker thread per bank.
+ */
+static int decode_banks_setup(struct decode_client *dc, uint32_t top_k)
+{
+	int ret;
+
+	dc->n_banks = moecache_map_n_banks(dc->map);
+	dc->banks = calloc(dc->n_banks, sizeof(*dc->banks));
+	dc->c.bank_experts = calloc(dc->n_banks, sizeof(*dc->c.bank_experts));
+	if (!dc->banks || !dc->c.bank_experts)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < dc->n_banks; b++)
+		dc->banks[b].fd = -1;
+	ret = moecache_route_new(dc->map, top_k, &dc->route);
+	if (ret || dc->n_banks == 1)
+		return ret;
+	dc->workers = calloc(dc->n_banks, sizeof(*dc->workers));
+	if (!dc->workers)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < dc->n_banks; b++) {
+		struct decode_worker *w = &dc->workers[b];
+
+		w->dc = dc;
+		w->bank = b;
+		w->h = decode_alloc_floats(dc->o->shape.d_ff);
+		if (!w->h)
+			return -ENOMEM;
+		ret = -pthread_create(&w->thread, NULL, decode_worker_run, w);
+		if (ret)
+			return ret;
+		w->started = true;
+	}
+	return 0;
+}
+
+static void decode_banks_teardown(struct decode_client *dc)
+{
+	if (dc->workers) {
+		pthread_mutex_lock(&dc->job_lock);
+		dc->job_quit = true;
+		pthread_cond_broadcast(&dc->job_cv);
+		pthread_mutex_unlock(&dc->job_lock);
+		for (uint32_t b = 0; b < dc->n_banks; b++) {
+			if (dc->workers[b].started)
+				pthread_join(dc->workers[b].thread, NULL);
+			free(dc->workers[b].h);
+		}
+		free(dc->workers);
+	}
+	for (uint32_t b = 0; dc->banks && b < dc->n_banks; b++)
+		moecache_bank_unimport(&dc->banks[b]);
+	free(dc->banks);
+	free(dc->c.bank_experts);
+	moecache_route_free(dc->route);
+}
+
 static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
 {
 	char err[512];
@@ -470,7 +676,9 @@ static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
 
 	memset(dc, 0, sizeof(*dc));
 	dc->o = o;
-	dc->bank.fd = -1;
+	pthread_mutex_init(&dc->job_lock, NULL);
+	pthread_cond_init(&dc->job_cv, NULL);
+	pthread_cond_init(&dc->done_cv, NULL);
 	ret = decode_load_trace(dc, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "moecache-decode: %s\n", err);
@@ -495,18 +703,25 @@ static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
 		fprintf(stderr, "moecache-decode: map host pages: %s\n", strerror(-ret));
 		return ret;
 	}
+	k = dc->trace->top_k;
+	ret = decode_banks_setup(dc, k);
+	if (ret) {
+		fprintf(stderr, "moecache-decode: banks: %s\n", strerror(-ret));
+		return ret;
+	}
 	dc->agent_epoch = moecache_map_agent_epoch(dc->map);
 	ret = decode_bank_refresh(dc);
 	if (ret) {
-		fprintf(stderr, "moecache-decode: import the bank: %s\n", strerror(-ret));
+		fprintf(stderr, "moecache-decode: import the banks: %s\n", strerror(-ret));
 		return ret;
 	}
-	k = dc->trace->top_k;
 	dc->weights_checked = calloc((size_t)dc->pi->n_layers * dc->pi->n_local, 1);
 	dc->x = decode_alloc_floats(o->shape.d_model);
 	dc->y_bank = decode_alloc_floats(o->shape.d_model);
 	dc->y_host = decode_alloc_floats(o->shape.d_model);
 	dc->h = decode_alloc_floats((size_t)k * o->shape.d_ff);
+	dc->out_bank = decode_alloc_floats((size_t)k * o->shape.d_model);
+	dc->out_host = decode_alloc_floats((size_t)k * o->shape.d_model);
 	dc->gate = decode_alloc_floats(k);
 	dc->experts = calloc(k, sizeof(uint32_t));
 	dc->next = calloc(k, sizeof(uint32_t));
@@ -516,8 +731,8 @@ static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
 	dc->rec_host = calloc(k, sizeof(void *));
 	dc->action = calloc(k, sizeof(*dc->action));
 	if (!dc->weights_checked || !dc->x || !dc->y_bank || !dc->y_host || !dc->h || !dc->gate ||
-	    !dc->experts || !dc->next || !dc->slots || !dc->held || !dc->rec_bank ||
-	    !dc->rec_host || !dc->action)
+	    !dc->out_bank || !dc->out_host || !dc->experts || !dc->next || !dc->slots ||
+	    !dc->held || !dc->rec_bank || !dc->rec_host || !dc->action)
 		return -ENOMEM;
 	if (k > MOECACHE_PLAN_MAX_ITEMS)
 		return -E2BIG;
@@ -526,7 +741,7 @@ static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
 
 static void decode_teardown(struct decode_client *dc)
 {
-	moecache_bank_unimport(&dc->bank);
+	decode_banks_teardown(dc);
 	moecache_close(dc->mc);
 	moe_trace_view_free(&dc->steps);
 	moe_trace_free(dc->trace);
@@ -535,6 +750,8 @@ static void decode_teardown(struct decode_client *dc)
 	free(dc->y_bank);
 	free(dc->y_host);
 	free(dc->h);
+	free(dc->out_bank);
+	free(dc->out_host);
 	free(dc->gate);
 	free(dc->experts);
 	free(dc->next);
@@ -543,6 +760,9 @@ static void decode_teardown(struct decode_client *dc)
 	free(dc->rec_bank);
 	free(dc->rec_host);
 	free(dc->action);
+	pthread_cond_destroy(&dc->done_cv);
+	pthread_cond_destroy(&dc->job_cv);
+	pthread_mutex_destroy(&dc->job_lock);
 }
 
 /* The trace's experts of (step, layer) that lie in the pool's range. */
@@ -594,9 +814,10 @@ static void decode_report_mismatch(struct decode_client *dc, uint32_t step, uint
 		bool same = !memcmp(dc->rec_bank[k], dc->rec_host[k], dc->pi->expert_bytes);
 
 		fprintf(stderr,
-			"moecache-decode: MISMATCH step %u layer %u expert %u slot %u (bank %s "
-			"host now)\n",
-			step, layer, dc->experts[k], dc->slots[k], same ? "==" : "!=");
+			"moecache-decode: MISMATCH step %u layer %u expert %u slot %u of bank %d "
+			"(bank %s host now)\n",
+			step, layer, dc->experts[k], dc->slots[k],
+			(int)moecache_map_slot_bank(dc->map, dc->slots[k]), same ? "==" : "!=");
 	}
 }
 
@@ -633,6 +854,43 @@ static int decode_acquire_plan(struct decode_client *dc, uint32_t layer, uint32_
 	dc->c.plan_waited += r.n_waited;
 	dc->c.plan_admitted += r.n_admitted;
 	return 0;
+}
+
+/*
+ * The layer's experts as routed: each bank's on its worker (or here, for
+ * one bank), the cold ones here from the host pages while they run, and
+ * every one again from the host pages for the check.
+ */
+static int decode_layer_run(struct decode_client *dc, uint32_t n)
+{
+	const uint32_t d = dc->o->shape.d_model;
+	const struct moecache_route_entry *cold;
+	uint32_t n_cold;
+	int ret = 0, wret = 0;
+
+	cold = moecache_route_group(dc->route, dc->n_banks, &n_cold);
+	/* A waiting acquire pins every expert: nothing may be cold. */
+	if (n_cold && dc->o->cold == COLD_WAIT)
+		return -EPROTO;
+	if (dc->workers)
+		decode_banks_start(dc);
+	else
+		ret = decode_run_bank(dc, 0, dc->h);
+	for (uint32_t i = 0; i < n_cold; i++) {
+		uint32_t k = cold[i].pos;
+
+		/* Cold: computed from the host pages; the agent copies it meanwhile. */
+		dc->rec_bank[k] = dc->rec_host[k];
+		decode_expert_out(dc, dc->rec_host[k], dc->gate[k], dc->h,
+				  dc->out_bank + (size_t)k * d);
+	}
+	dc->c.cpu_experts += n_cold;
+	for (uint32_t k = 0; k < n; k++)
+		decode_expert_out(dc, dc->rec_host[k], dc->gate[k], dc->h,
+				  dc->out_host + (size_t)k * d);
+	if (dc->workers)
+		wret = decode_banks_wait(dc);
+	return ret ? ret : wret;
 }
 
 static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
@@ -687,20 +945,17 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 	if (res.n_hits < n && o->cold != COLD_CPU)
 		dc->c.wait_ns += now_ns() - t0;
 
+	/* Which bank runs what: the route of what the acquire pinned. */
+	ret = moecache_route_build(dc->map, dc->experts, dc->slots, n, dc->route);
+	if (ret)
+		return ret;
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t idx = moecache_map_idx(dc->map, layer, dc->experts[k]);
 
 		dc->rec_host[k] = moecache_host_expert(dc->mc, layer, dc->experts[k]);
-		if (o->cold != COLD_WAIT && dc->slots[k] == MOECACHE_NONE) {
-			/* Cold: computed from the host pages; the agent copies it
-			 * meanwhile. */
-			dc->rec_bank[k] = dc->rec_host[k];
-			dc->c.cpu_experts++;
-		} else {
-			dc->rec_bank[k] = moecache_bank_slot(&dc->bank, dc->slots[k]);
-		}
+		dc->rec_bank[k] = NULL;
 		dc->gate[k] = 1.0f / (float)n;
-		if (!dc->rec_bank[k] || !dc->rec_host[k])
+		if (!dc->rec_host[k])
 			return -EPROTO;
 		if (o->check_weights && !dc->weights_checked[idx]) {
 			if (moe_gen_expert_check(dc->rec_host[k], dc->pi->expert_bytes, &o->shape,
@@ -716,10 +971,11 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 			dc->weights_checked[idx] = 1;
 		}
 	}
-	memcpy(dc->y_bank, dc->x, o->shape.d_model * sizeof(float));
-	memcpy(dc->y_host, dc->x, o->shape.d_model * sizeof(float));
-	moe_ref_ffn_token(&o->shape, n, dc->rec_bank, dc->gate, dc->x, dc->h, dc->y_bank);
-	moe_ref_ffn_token(&o->shape, n, dc->rec_host, dc->gate, dc->x, dc->h, dc->y_host);
+	ret = decode_layer_run(dc, n);
+	if (ret)
+		return ret;
+	decode_sum(dc, n, dc->out_bank, dc->y_bank);
+	decode_sum(dc, n, dc->out_host, dc->y_host);
 	if (memcmp(dc->y_bank, dc->y_host, o->shape.d_model * sizeof(float))) {
 		dc->c.mismatches++;
 		if (dc->c.mismatches <= 5)
@@ -765,6 +1021,26 @@ static int decode_run(struct decode_client *dc)
 
 static const char *const cold_names[] = {"wait", "cpu", "plan"};
 
+/* Per bank: its index, tier, first slot, slot count and the experts it ran. */
+static json_object *decode_banks_json(const struct decode_client *dc)
+{
+	json_object *a = json_object_new_array();
+
+	for (uint32_t b = 0; b < dc->n_banks; b++) {
+		json_object *o = json_object_new_object();
+		struct moecache_map_bank mb;
+
+		moecache_map_bank(dc->map, b, &mb);
+		json_object_object_add(o, "bank", json_object_new_int64(b));
+		json_object_object_add(o, "tier", json_object_new_int64(mb.tier));
+		json_object_object_add(o, "slot_begin", json_object_new_int64(mb.slot_begin));
+		json_object_object_add(o, "n_slots", json_object_new_int64(mb.n_slots));
+		json_object_object_add(o, "experts", json_object_new_int64(dc->c.bank_experts[b]));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
 static void decode_report(const struct decode_client *dc, int run_ret)
 {
 	const struct decode_counts *c = &dc->c;
@@ -793,6 +1069,7 @@ static void decode_report(const struct decode_client *dc, int run_ret)
 		json_object_object_add(j, "plan_waited", json_object_new_int64(c->plan_waited));
 		json_object_object_add(j, "plan_admitted", json_object_new_int64(c->plan_admitted));
 		json_object_object_add(j, "remote", json_object_new_int64(c->remote));
+		json_object_object_add(j, "banks", decode_banks_json(dc));
 		json_object_object_add(j, "wait_ms", json_object_new_double(c->wait_ns / 1e6));
 		json_object_object_add(j, "seconds", json_object_new_double(c->seconds));
 		json_object_object_add(
@@ -805,13 +1082,13 @@ static void decode_report(const struct decode_client *dc, int run_ret)
 		json_object_put(j);
 	} else {
 		printf("decode:%s%s pool=%s start=%u steps=%llu layers=%u top_k=%u hits=%llu "
-		       "misses=%llu hit_rate=%.3f cpu_experts=%llu wait_ms=%.1f "
+		       "misses=%llu hit_rate=%.3f banks=%u cpu_experts=%llu wait_ms=%.1f "
 		       "steps_per_s=%.2f "
 		       "mismatches=%llu verified=%s\n",
 		       o->label ? " " : "", o->label ? o->label : "", o->pool, o->start,
 		       (unsigned long long)c->steps, dc->trace->n_layers, dc->trace->top_k,
 		       (unsigned long long)c->hits, (unsigned long long)c->misses, hit_rate,
-		       (unsigned long long)c->cpu_experts, c->wait_ns / 1e6,
+		       dc->n_banks, (unsigned long long)c->cpu_experts, c->wait_ns / 1e6,
 		       c->seconds ? c->steps / c->seconds : 0.0, (unsigned long long)c->mismatches,
 		       verified);
 	}

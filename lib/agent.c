@@ -97,27 +97,17 @@ int moecache_bank_set(struct moecache *mc, const struct moecache_bank *bank)
 	struct moecache_bank arg;
 	int ret;
 
-	uint32_t slot_begin, n_slots, tier;
-
 	ret = mc_check_role(mc, MC_AGENT);
 	if (ret)
 		return ret;
-	if (!bank || mc_bank_geometry(mc, bank->index, &slot_begin, &n_slots, &tier))
-		return -EINVAL;
-	/* The object holds the bank's own slots. */
-	if (bank->fd < 0 || bank->slot_stride < mc->pool.expert_bytes || bank->slot_stride == 0 ||
-	    n_slots > bank->bank_bytes / bank->slot_stride)
+	if (!bank || bank->fd < 0 || bank->slot_stride < mc->pool.expert_bytes ||
+	    bank->slot_stride == 0 || mc->pool.n_slots > bank->bank_bytes / bank->slot_stride)
 		return -EINVAL;
 	arg = *bank;
 	return mc_ioctl(mc, MOECACHE_IOC_BANK_SET, &arg);
 }
 
 int moecache_bank_get(struct moecache *mc, struct moecache_bank *bank)
-{
-	return moecache_bank_get_index(mc, 0, bank);
-}
-
-int moecache_bank_get_index(struct moecache *mc, uint32_t index, struct moecache_bank *bank)
 {
 	int ret;
 
@@ -128,7 +118,6 @@ int moecache_bank_get_index(struct moecache *mc, uint32_t index, struct moecache
 		return -EINVAL;
 	memset(bank, 0, sizeof(*bank));
 	bank->fd = -1;
-	bank->index = index;
 	ret = mc_ioctl(mc, MOECACHE_IOC_BANK_GET, bank);
 	if (ret)
 		bank->fd = -1;

@@ -515,8 +515,6 @@ int moecache_bank_import_index_rw(struct moecache *mc, uint32_t index,
  * too small).
  */
 int moecache_bank_import_all(struct moecache *mc, struct moecache_bank_map *out, uint32_t max);
-/* The raw BANK_GET of bank index (moecache_bank_get is index 0). */
-int moecache_bank_get_index(struct moecache *mc, uint32_t index, struct moecache_bank *bank);
 
 /* ---- agent ---- */
 
@@ -531,10 +529,7 @@ int moecache_evict(struct moecache *mc, uint32_t slot, uint32_t layer, uint32_t 
 		   uint32_t *old_layer, uint32_t *old_expert);
 int moecache_commit(struct moecache *mc, const struct moecache_fill *fills, uint32_t count);
 int moecache_abort(struct moecache *mc, const struct moecache_fill *fills, uint32_t count);
-/*
- * Hands bank->index over; the driver keeps its own reference to bank->fd.
- * The object must hold that bank's n_slots slots.
- */
+/* Hands the bank over; the driver keeps its own reference to bank->fd. */
 int moecache_bank_set(struct moecache *mc, const struct moecache_bank *bank);
 /* The raw BANK_GET: bank->fd is a new file descriptor the caller owns. */
 int moecache_bank_get(struct moecache *mc, struct moecache_bank *bank);

@@ -33,6 +33,12 @@ int moecache_read_requests(struct moecache *mc, struct moecache_request *reqs, u
 int moecache_evict(struct moecache *mc, uint32_t slot, uint32_t layer, uint32_t expert,
 		   uint32_t *old_layer, uint32_t *old_expert)
 {
+	return moecache_evict_flags(mc, slot, layer, expert, 0, old_layer, old_expert);
+}
+
+int moecache_evict_flags(struct moecache *mc, uint32_t slot, uint32_t layer, uint32_t expert,
+			 uint32_t flags, uint32_t *old_layer, uint32_t *old_expert)
+{
 	struct moecache_evict arg;
 	int ret;
 
@@ -47,6 +53,7 @@ int moecache_evict(struct moecache *mc, uint32_t slot, uint32_t layer, uint32_t 
 	arg.slot = slot;
 	arg.layer = layer;
 	arg.expert = expert;
+	arg.flags = flags;
 	ret = mc_ioctl(mc, MOECACHE_IOC_EVICT, &arg);
 	if (ret)
 		return ret;
@@ -92,6 +99,21 @@ int moecache_abort(struct moecache *mc, const struct moecache_fill *fills, uint3
 	return mc_fill_batch(mc, MOECACHE_IOC_ABORT, fills, count);
 }
 
+/* The slots of bank index as the map's bank table gives them (the pool's, for one bank). */
+static uint32_t mc_bank_slots(const struct moecache *mc, uint32_t index)
+{
+	const struct moecache_map_header *hdr = mc->map.hdr;
+	const struct moecache_map_bank *banks;
+
+	if (!hdr || hdr->n_banks <= 1 || !hdr->bank_off)
+		return mc->pool.n_slots;
+	if (index >= hdr->n_banks || hdr->bank_off > mc->map_len ||
+	    (mc->map_len - hdr->bank_off) / sizeof(*banks) < hdr->n_banks)
+		return 0; /* the driver says -EINVAL */
+	banks = (const struct moecache_map_bank *)((const char *)hdr + hdr->bank_off);
+	return banks[index].n_slots;
+}
+
 int moecache_bank_set(struct moecache *mc, const struct moecache_bank *bank)
 {
 	struct moecache_bank arg;
@@ -101,13 +123,19 @@ int moecache_bank_set(struct moecache *mc, const struct moecache_bank *bank)
 	if (ret)
 		return ret;
 	if (!bank || bank->fd < 0 || bank->slot_stride < mc->pool.expert_bytes ||
-	    bank->slot_stride == 0 || mc->pool.n_slots > bank->bank_bytes / bank->slot_stride)
+	    bank->slot_stride == 0 ||
+	    mc_bank_slots(mc, bank->index) > bank->bank_bytes / bank->slot_stride)
 		return -EINVAL;
 	arg = *bank;
 	return mc_ioctl(mc, MOECACHE_IOC_BANK_SET, &arg);
 }
 
 int moecache_bank_get(struct moecache *mc, struct moecache_bank *bank)
+{
+	return moecache_bank_get_index(mc, 0, bank);
+}
+
+int moecache_bank_get_index(struct moecache *mc, uint32_t index, struct moecache_bank *bank)
 {
 	int ret;
 
@@ -118,6 +146,7 @@ int moecache_bank_get(struct moecache *mc, struct moecache_bank *bank)
 		return -EINVAL;
 	memset(bank, 0, sizeof(*bank));
 	bank->fd = -1;
+	bank->index = index;
 	ret = mc_ioctl(mc, MOECACHE_IOC_BANK_GET, bank);
 	if (ret)
 		bank->fd = -1;

@@ -527,12 +527,17 @@ int moecache_read_requests(struct moecache *mc, struct moecache_request *reqs, u
  */
 int moecache_evict(struct moecache *mc, uint32_t slot, uint32_t layer, uint32_t expert,
 		   uint32_t *old_layer, uint32_t *old_expert);
+/* moecache_evict with MOECACHE_EVICT_* flags (MOVE: a promotion or a demotion). */
+int moecache_evict_flags(struct moecache *mc, uint32_t slot, uint32_t layer, uint32_t expert,
+			 uint32_t flags, uint32_t *old_layer, uint32_t *old_expert);
 int moecache_commit(struct moecache *mc, const struct moecache_fill *fills, uint32_t count);
 int moecache_abort(struct moecache *mc, const struct moecache_fill *fills, uint32_t count);
 /* Hands the bank over; the driver keeps its own reference to bank->fd. */
 int moecache_bank_set(struct moecache *mc, const struct moecache_bank *bank);
 /* The raw BANK_GET: bank->fd is a new file descriptor the caller owns. */
 int moecache_bank_get(struct moecache *mc, struct moecache_bank *bank);
+/* BANK_GET of bank index (moecache_bank_get is index 0). */
+int moecache_bank_get_index(struct moecache *mc, uint32_t index, struct moecache_bank *bank);
 
 /* ---- loader (or agent) ---- */
 

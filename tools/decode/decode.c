@@ -437,17 +437,10 @@ static int decode_fill(const struct decode_opts *o)
 	return 0;
 }
 
-static bool decode_same_file(int a, int b)
-{
-	struct stat sa, sb;
-
-	return a >= 0 && b >= 0 && !fstat(a, &sa) && !fstat(b, &sb) && sa.st_ino == sb.st_ino &&
-	       sa.st_dev == sb.st_dev;
-}
-
 /*
- * Every bank, once the agent has set them all; a bank the agent replaced is
- * imported again, the others kept.
+ * Every bank, once the agent has set them all, imported afresh: a new
+ * agent may have set new objects (a client's file of a CPU bank is a view
+ * of it, so which object it shows cannot be told by its inode).
  */
 static int decode_bank_refresh(struct decode_client *dc)
 {
@@ -474,10 +467,6 @@ static int decode_bank_refresh(struct decode_client *dc)
 		return ret;
 	}
 	for (uint32_t i = 0; i < dc->n_banks; i++) {
-		if (decode_same_file(dc->banks[i].fd, fresh[i].fd)) {
-			moecache_bank_unimport(&fresh[i]);
-			continue;
-		}
 		moecache_bank_unimport(&dc->banks[i]);
 		dc->banks[i] = fresh[i];
 	}
@@ -1000,7 +989,8 @@ static int decode_run(struct decode_client *dc)
 		uint32_t epoch = moecache_map_agent_epoch(dc->map);
 
 		if (epoch != dc->agent_epoch) {
-			/* A new agent: the bank is normally the same one (warm restart). */
+			/* A new agent: the banks are imported again (a warm restart keeps their
+			 * objects). */
 			dc->agent_epoch = epoch;
 			ret = decode_bank_refresh(dc);
 			if (ret)

@@ -173,8 +173,9 @@ class MemoryExperts(ExpertSource):
 
 
 class ProviderExperts(ExpertSource):
-    """The experts through moecache: bank slots from prepare()'s expert_map,
-    and with wait=False the cold experts from the host pages."""
+    """The experts through moecache: each pinned expert from the bank it
+    sits in (prepare()'s bank_maps), and with wait=False the cold experts
+    from the host pages."""
 
     def __init__(self, provider, wait: bool = True, hint_next: bool = False):
         self.p = provider
@@ -195,11 +196,11 @@ class ProviderExperts(ExpertSource):
             self.p.hint_next(layer + 1, topk_ids)
 
     def weights(self, layer, expert):
-        slot = int(self.expert_map[expert])
-        if slot >= 0:
+        # On the bank the expert sits in (of several, or the one).
+        t = self.p.expert_tensors(expert)
+        if t is not None:
             self.from_bank += 1
-            t = self.p.tensors
-            return t["w1.weight"][slot], t["w3.weight"][slot], t["w2.weight"][slot]
+            return t["w1.weight"], t["w3.weight"], t["w2.weight"]
         if self.wait:
             raise RuntimeError(f"expert {expert} of layer {layer} is not pinned after a wait")
         self.from_host += 1

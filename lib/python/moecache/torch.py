@@ -8,6 +8,12 @@ that never change: what CUDA graphs need). A fused-MoE kernel that takes
 ``w13``/``w2`` and an ``expert_map`` runs over them unchanged, with slots
 where it had local expert indices.
 
+A pool of several banks (tiers: a fast device for the hot experts, slower
+ones for the warm) is viewed bank by bank: ``bank_tensors[b]`` over bank
+b's own slots, and after ``prepare`` the per-bank maps ``bank_maps[b]``
+(bank-local slots) and ``expert_bank`` (the bank of each expert), so that
+an engine runs each expert on the device it sits on.
+
 Only routed experts live in a pool: shared experts, attention and the
 router stay the engine's own weights.
 """
@@ -100,6 +106,16 @@ class ExpertProvider:
       ``[n_layers, n_local, *shape]``, for computing cold experts on the
       CPU (prepare(..., wait=False) lists them in ``cold``).
 
+    Several banks: ``n_banks`` of them, ``bank_tensors[b]`` (name ->
+    ``[bank b's n_slots, *shape]``), ``bank_w13[b]`` and ``bank_w2[b]``
+    view each bank on its own device; ``tensors``, ``w13`` and ``w2`` are
+    bank 0's. ``prepare`` also sets ``bank_maps`` (per bank, int32
+    ``[num_experts]``: the expert's slot in that bank, -1 elsewhere) and
+    ``expert_bank`` (int32 ``[num_experts]``: the bank of each expert, -1
+    for cold and unnamed ones); ``prepare_banks`` returns ``bank_maps``.
+    The route comes from the library (Client.route). With one bank,
+    ``bank_maps[0]`` is ``expert_map``.
+
     keep_waiting (default True): a waiting prepare outlives an agent restart
     instead of failing with EPIPE.
     """
@@ -129,14 +145,28 @@ class ExpertProvider:
         self.timeout_ms = timeout_ms
         self.keep_waiting = keep_waiting
 
-        bank = client.bank
-        self.n_slots: int = bank.n_slots
-        self.bank: torch.Tensor = region_tensor(bank)
-        self.tensors: Dict[str, torch.Tensor] = record_views(
-            self.bank, self.n_slots, bank.stride, table)
-        self.w13: Optional[torch.Tensor] = _fused_w13(self.bank, self.n_slots, bank.stride, table)
+        self.n_banks: int = getattr(client, "n_banks", 1)
+        regions = [client.bank] if self.n_banks == 1 else list(client.banks)
         down = table.projection("down")
-        self.w2: Optional[torch.Tensor] = self.tensors[down.name] if down else None
+        self.bank_regions = regions
+        self.bank_tensors: List[Dict[str, torch.Tensor]] = []
+        self.bank_w13: List[Optional[torch.Tensor]] = []
+        self.bank_w2: List[Optional[torch.Tensor]] = []
+        self.bank_flat: List[torch.Tensor] = []
+        for region in regions:
+            flat = region_tensor(region)
+            views = record_views(flat, region.n_slots, region.stride, table)
+            self.bank_flat.append(flat)
+            self.bank_tensors.append(views)
+            self.bank_w13.append(_fused_w13(flat, region.n_slots, region.stride, table))
+            self.bank_w2.append(views[down.name] if down else None)
+        self.n_slots: int = regions[0].n_slots if self.n_banks == 1 else info.n_slots
+        self.bank: torch.Tensor = self.bank_flat[0]
+        self.tensors: Dict[str, torch.Tensor] = self.bank_tensors[0]
+        self.w13: Optional[torch.Tensor] = self.bank_w13[0]
+        self.w2: Optional[torch.Tensor] = self.bank_w2[0]
+        self.bank_maps: List[torch.Tensor] = []
+        self.expert_bank: Optional[torch.Tensor] = None
 
         self._host_tensors: Optional[Dict[str, torch.Tensor]] = None
         self._pinned: List[int] = []
@@ -184,7 +214,36 @@ class ExpertProvider:
             expert_map[torch.tensor(local, dtype=torch.int64)] = torch.tensor(
                 slots, dtype=torch.int32)
         self.cold = [e for e, s in zip(local, slots) if s < 0]
+        self._route(local, slots, expert_map)
         return expert_map
+
+    def _route(self, local: List[int], slots: List[int], expert_map: torch.Tensor) -> None:
+        """bank_maps and expert_bank of the experts just pinned."""
+        self.expert_bank = torch.full((self.num_experts,), -1, dtype=torch.int32)
+        if self.n_banks == 1:
+            self.bank_maps = [expert_map]
+            resident = [e for e, s in zip(local, slots) if s >= 0]
+            if resident:
+                self.expert_bank[torch.tensor(resident, dtype=torch.int64)] = 0
+            return
+        self.bank_maps = [torch.full((self.num_experts,), -1, dtype=torch.int32)
+                          for _ in range(self.n_banks)]
+        banks, _ = self.client.route(local, slots)
+        for b, entries in enumerate(banks):
+            if not entries:
+                continue
+            ids = torch.tensor([e[1] for e in entries], dtype=torch.int64)
+            self.bank_maps[b][ids] = torch.tensor([e[3] for e in entries], dtype=torch.int32)
+            self.expert_bank[ids] = b
+
+    def prepare_banks(self, layer: int, topk_ids, *, wait: Optional[bool] = None,
+                      timeout_ms: Optional[int] = None) -> List[torch.Tensor]:
+        """prepare(), returning the per-bank maps: for each bank b an int32
+        [num_experts] of the experts' slots in bank b (indices into
+        bank_tensors[b]), -1 for the experts elsewhere. Cold ones are in
+        self.cold, as with prepare."""
+        self.prepare(layer, topk_ids, wait=wait, timeout_ms=timeout_ms)
+        return self.bank_maps
 
     def hint_next(self, layer: int, experts) -> int:
         """Asks the agent to load experts of a coming layer (the engine's own
@@ -202,8 +261,20 @@ class ExpertProvider:
     # -- weights --
 
     def slot_tensors(self, slot: int) -> Dict[str, torch.Tensor]:
-        """Every tensor of the expert in slot: name -> view of its shape."""
+        """Every tensor of the expert in slot (of bank 0, or of a one-bank
+        pool): name -> view of its shape."""
         return {name: t[slot] for name, t in self.tensors.items()}
+
+    def expert_tensors(self, expert: int) -> Optional[Dict[str, torch.Tensor]]:
+        """Every tensor of an expert pinned by the last prepare, on the bank
+        it sits in (name -> view), or None if it is cold or was not named."""
+        if self.expert_bank is None:
+            return None
+        b = int(self.expert_bank[expert])
+        if b < 0:
+            return None
+        local = int(self.bank_maps[b][expert])
+        return {name: t[local] for name, t in self.bank_tensors[b].items()}
 
     @property
     def host_tensors(self) -> Dict[str, torch.Tensor]:

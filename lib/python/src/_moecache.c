@@ -8,6 +8,10 @@
  * protocol, so memoryview and numpy.frombuffer see them) and DLPack capsules
  * (torch.from_dlpack), device memory for a CUDA or ROCm bank.
  *
+ * A pool of several banks (tiers, devices) is exported bank by bank
+ * (Client.banks), and Client.route groups the experts of an acquire by the
+ * bank they are resident in (libmoecache's route, not a copy of it).
+ *
  * Lifetime: a Region keeps its Client alive, and every exported buffer or
  * capsule is counted. close() drops every pin at once; the handle itself
  * (and so the mappings) is closed when the last export is released, so no
@@ -67,6 +71,8 @@ typedef struct {
 	long exports;	 /* buffers and capsules handed out over bank and host */
 	bool bank_ok;	 /* bank imported */
 	struct moecache_bank_map bank;
+	struct moecache_bank_map *banks; /* every bank, once Client.banks imported them */
+	uint32_t n_banks;		 /* entries of banks imported */
 } ClientObject;
 
 static PyTypeObject ClientType;
@@ -83,6 +89,7 @@ static void client_shutdown(ClientObject *c)
 		 */
 		c->mc = NULL;
 		c->bank_ok = false;
+		c->n_banks = 0;
 		return;
 	}
 	if (c->bank_ok) {
@@ -90,6 +97,13 @@ static void client_shutdown(ClientObject *c)
 		moecache_bank_unimport(&c->bank);
 		c->bank_ok = false;
 	}
+	for (uint32_t b = 0; b < c->n_banks; b++) {
+		moecache_bank_release_flush(&c->banks[b]);
+		moecache_bank_unimport(&c->banks[b]);
+	}
+	c->n_banks = 0;
+	PyMem_Free(c->banks);
+	c->banks = NULL;
 	if (c->mc) {
 		moecache_close(c->mc);
 		c->mc = NULL;
@@ -858,6 +872,9 @@ typedef struct {
 	uint32_t device;
 	uint32_t n_slots;
 	uint64_t stride; /* bytes per slot (bank) or per record (host) */
+	uint32_t index;	     /* a bank's index in the pool (0 for the host pages) */
+	uint32_t tier;	     /* a bank's tier */
+	uint32_t slot_begin; /* a bank's first global slot */
 } RegionObject;
 
 static PyObject *region_make(ClientObject *c, enum region_kind kind)
@@ -876,12 +893,36 @@ static PyObject *region_make(ClientObject *c, enum region_kind kind)
 	r->device = 0;
 	r->n_slots = 0;
 	r->stride = c->pool.expert_bytes;
+	r->index = 0;
+	r->tier = 0;
+	r->slot_begin = 0;
+	return (PyObject *)r;
+}
+
+/* A Region over an imported bank. */
+static PyObject *region_of_bank(ClientObject *c, const struct moecache_bank_map *b)
+{
+	RegionObject *r = (RegionObject *)region_make(c, REGION_BANK);
+
+	if (!r)
+		return NULL;
+	r->backend = b->backend;
+	r->device = b->desc.device;
+	r->n_slots = b->n_slots;
+	r->stride = b->slot_stride;
+	r->nbytes = (int64_t)(b->slot_stride * b->n_slots);
+	r->index = b->index;
+	r->tier = b->tier;
+	r->slot_begin = b->slot_begin;
+	if (b->backend == MOECACHE_BACKEND_CPU)
+		r->base = b->base;
+	else
+		r->dev_addr = moecache_bank_slot_addr(b, b->slot_begin);
 	return (PyObject *)r;
 }
 
 static PyObject *client_get_bank(ClientObject *c, void *closure)
 {
-	RegionObject *r;
 	int ret;
 
 	if (client_usable(c) < 0)
@@ -897,19 +938,197 @@ static PyObject *client_get_bank(ClientObject *c, void *closure)
 		}
 		c->bank_ok = true;
 	}
-	r = (RegionObject *)region_make(c, REGION_BANK);
-	if (!r)
+	return region_of_bank(c, &c->bank);
+}
+
+static PyObject *client_get_n_banks(ClientObject *c, void *closure)
+{
+	if (client_usable(c) < 0)
 		return NULL;
-	r->backend = c->bank.backend;
-	r->device = c->bank.desc.device;
-	r->n_slots = c->bank.n_slots;
-	r->stride = c->bank.slot_stride;
-	r->nbytes = (int64_t)(c->bank.slot_stride * c->bank.n_slots);
-	if (c->bank.backend == MOECACHE_BACKEND_CPU)
-		r->base = c->bank.base;
-	else
-		r->dev_addr = moecache_bank_slot_addr(&c->bank, 0);
-	return (PyObject *)r;
+	return PyLong_FromUnsignedLong(moecache_map_n_banks(moecache_map(c->mc)));
+}
+
+static PyObject *client_get_banks(ClientObject *c, void *closure)
+{
+	PyObject *t;
+	uint32_t n;
+	int ret;
+
+	if (client_usable(c) < 0)
+		return NULL;
+	if (!c->n_banks) {
+		n = moecache_map_n_banks(moecache_map(c->mc));
+		c->banks = PyMem_Calloc(n ? n : 1, sizeof(*c->banks));
+		if (!c->banks)
+			return PyErr_NoMemory();
+		ret = moecache_bank_import_all(c->mc, c->banks, n);
+		if (ret < 0) {
+			const char *why = moecache_bank_import_error();
+
+			PyMem_Free(c->banks);
+			c->banks = NULL;
+			if (-ret == EOPNOTSUPP || (why && *why))
+				return raise_errno(ret, "import the banks", why);
+			return client_fail(c, ret, "import the banks", 0);
+		}
+		c->n_banks = (uint32_t)ret;
+	}
+	t = PyTuple_New(c->n_banks);
+	if (!t)
+		return NULL;
+	for (uint32_t b = 0; b < c->n_banks; b++) {
+		PyObject *r = region_of_bank(c, &c->banks[b]);
+
+		if (!r) {
+			Py_DECREF(t);
+			return NULL;
+		}
+		PyTuple_SET_ITEM(t, b, r);
+	}
+	return t;
+}
+
+static const char *backend_name(uint32_t backend)
+{
+	switch (backend) {
+	case MOECACHE_BACKEND_CPU:
+		return "cpu";
+	case MOECACHE_BACKEND_CUDA:
+		return "cuda";
+	case MOECACHE_BACKEND_ROCM:
+		return "rocm";
+	default:
+		return "none";
+	}
+}
+
+static PyObject *client_get_bank_layout(ClientObject *c, void *closure)
+{
+	const struct moecache_map *m;
+	PyObject *t;
+	uint32_t n;
+
+	if (client_usable(c) < 0)
+		return NULL;
+	m = moecache_map(c->mc);
+	n = moecache_map_n_banks(m);
+	t = PyTuple_New(n);
+	if (!t)
+		return NULL;
+	for (uint32_t b = 0; b < n; b++) {
+		struct moecache_map_bank mb;
+		PyObject *d;
+
+		if (moecache_map_bank(m, b, &mb)) {
+			Py_DECREF(t);
+			return raise_errno(EPROTO, "read the bank table", NULL);
+		}
+		d = Py_BuildValue("{sIsIsIsIsssIsO}", "index", b, "tier", mb.tier, "slot_begin",
+				  mb.slot_begin, "n_slots", mb.n_slots, "backend",
+				  backend_name(mb.backend), "device", mb.device, "set",
+				  (mb.flags & MOECACHE_MAP_BANK_SET) ? Py_True : Py_False);
+		if (!d) {
+			Py_DECREF(t);
+			return NULL;
+		}
+		PyTuple_SET_ITEM(t, b, d);
+	}
+	return t;
+}
+
+static PyObject *client_slot_bank(ClientObject *c, PyObject *arg)
+{
+	long long slot = PyLong_AsLongLong(arg);
+	uint32_t b;
+
+	if (slot == -1 && PyErr_Occurred())
+		return NULL;
+	if (client_usable(c) < 0)
+		return NULL;
+	if (slot < 0 || slot >= (long long)c->pool.n_slots)
+		return PyLong_FromLong(-1);
+	b = moecache_map_slot_bank(moecache_map(c->mc), (uint32_t)slot);
+	return PyLong_FromLong(b == MOECACHE_NONE ? -1 : (long)b);
+}
+
+/* (pos, expert, slot, local) of a route entry; slot and local -1 when cold. */
+static PyObject *route_entry_tuple(const struct moecache_route_entry *e)
+{
+	return Py_BuildValue("(IIll)", e->pos, e->expert,
+			     e->slot == MOECACHE_NONE ? -1L : (long)e->slot,
+			     e->local == MOECACHE_NONE ? -1L : (long)e->local);
+}
+
+static PyObject *route_group_list(const struct moecache_route *r, uint32_t g)
+{
+	uint32_t n;
+	const struct moecache_route_entry *e = moecache_route_group(r, g, &n);
+	PyObject *list = PyList_New(n);
+
+	if (!list)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		PyObject *t = route_entry_tuple(&e[i]);
+
+		if (!t) {
+			Py_DECREF(list);
+			return NULL;
+		}
+		PyList_SET_ITEM(list, i, t);
+	}
+	return list;
+}
+
+static PyObject *client_route(ClientObject *c, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = {"experts", "slots", NULL};
+	PyObject *experts_obj, *slots_obj, *banks = NULL, *cold = NULL, *res = NULL;
+	struct id_list experts = {0}, slots = {0};
+	struct moecache_route *r = NULL;
+	const struct moecache_map *m;
+	int ret;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:route", kwlist, &experts_obj, &slots_obj))
+		return NULL;
+	if (client_usable(c) < 0)
+		return NULL;
+	if (id_list_parse(experts_obj, "experts", false, &experts) < 0)
+		return NULL;
+	if (id_list_parse(slots_obj, "slots", true, &slots) < 0)
+		goto out;
+	if (experts.n != slots.n) {
+		PyErr_Format(PyExc_ValueError, "route: %u experts but %u slots", experts.n,
+			     slots.n);
+		goto out;
+	}
+	m = moecache_map(c->mc);
+	ret = moecache_route_new(m, experts.n ? experts.n : 1, &r);
+	if (!ret)
+		ret = moecache_route_build(m, experts.ids, slots.ids, experts.n, r);
+	if (ret) {
+		raise_errno(ret, "route", -ret == EINVAL ? "a slot is out of the pool's range" : NULL);
+		goto out;
+	}
+	banks = PyList_New(r->n_banks);
+	if (!banks)
+		goto out;
+	for (uint32_t b = 0; b < r->n_banks; b++) {
+		PyObject *g = route_group_list(r, b);
+
+		if (!g)
+			goto out;
+		PyList_SET_ITEM(banks, b, g);
+	}
+	cold = route_group_list(r, r->n_banks);
+	if (cold)
+		res = PyTuple_Pack(2, banks, cold);
+out:
+	Py_XDECREF(banks);
+	Py_XDECREF(cold);
+	moecache_route_free(r);
+	id_list_free(&experts);
+	id_list_free(&slots);
+	return res;
 }
 
 static PyObject *client_get_host(ClientObject *c, void *closure)
@@ -1151,6 +1370,12 @@ static PyObject *region_get_u64(RegionObject *r, void *closure)
 		return PyLong_FromUnsignedLongLong(r->stride);
 	case 3:
 		return PyLong_FromUnsignedLong(r->device);
+	case 5:
+		return PyLong_FromUnsignedLong(r->index);
+	case 6:
+		return PyLong_FromUnsignedLong(r->tier);
+	case 7:
+		return PyLong_FromUnsignedLong(r->slot_begin);
 	default:
 		return PyLong_FromUnsignedLongLong(r->client->pool.expert_bytes);
 	}
@@ -1217,6 +1442,11 @@ static PyGetSetDef region_getset[] = {
     {"device", (getter)region_get_u64, NULL, "the bank's device ordinal (0 on the CPU)",
      (void *)3},
     {"expert_bytes", (getter)region_get_u64, NULL, "the pool's bytes per expert", (void *)4},
+    {"index", (getter)region_get_u64, NULL, "a bank's index in the pool (0 for the host pages)",
+     (void *)5},
+    {"tier", (getter)region_get_u64, NULL, "a bank's tier (0 is the fastest)", (void *)6},
+    {"slot_begin", (getter)region_get_u64, NULL,
+     "a bank's first global slot: slot s of the pool is this bank's s - slot_begin", (void *)7},
     {"readonly", (getter)region_get_readonly, NULL, "always True", NULL},
     {NULL}};
 
@@ -1285,6 +1515,16 @@ static PyMethodDef client_methods[] = {
      "(hits, misses, prefetch_hits, prefetches, evictions, commits, aborts, bytes_copied, "
      "waits, wait_ns, wait_hist), and the pool's state (resident, filling, pinned_slots, "
      "pins, queued, inflight, n_clients, agent_pid)."},
+    {"slot_bank", (PyCFunction)client_slot_bank, METH_O,
+     "slot_bank(slot) -> int\n\nThe bank whose slot range holds a global slot, or -1 "
+     "(-1 or out of range)."},
+    {"route", (PyCFunction)(void (*)(void))client_route, METH_VARARGS | METH_KEYWORDS,
+     "route(experts, slots) -> (list[list[tuple]], list[tuple])\n\nGroups the experts of "
+     "an acquire by the bank they are resident in: slots as acquire() returned them. "
+     "Returns (banks, cold): banks[b] lists, in the acquire's order, (pos, expert, slot, "
+     "local) for each expert resident in bank b (pos: its index in experts; slot: global; "
+     "local: slot - the bank's slot_begin, its index into banks[b]); cold lists (pos, "
+     "expert, -1, -1) for the experts with no slot, to run from the host pages."},
     {NULL}};
 
 static PyGetSetDef client_getset[] = {
@@ -1294,7 +1534,20 @@ static PyGetSetDef client_getset[] = {
      NULL},
     {"bank", (getter)client_get_bank, NULL,
      "The bank (Region), imported on first use: read-only, n_slots slots of stride bytes. "
-     "OSError ENODATA while the pool's agent has set none.",
+     "OSError ENODATA while the pool's agent has set none. With several banks, bank 0 "
+     "(Client.banks has them all).",
+     NULL},
+    {"n_banks", (getter)client_get_n_banks, NULL,
+     "The pool's banks (1 or more), from the map: no import needed.", NULL},
+    {"banks", (getter)client_get_banks, NULL,
+     "Every bank (a tuple of Region, by index), imported on first use: read-only, each of "
+     "its own n_slots slots from slot_begin, on its own backend and device. OSError ENODATA "
+     "until the agent has set every one.",
+     NULL},
+    {"bank_layout", (getter)client_get_bank_layout, NULL,
+     "The pool's bank table as the map gives it: a tuple of dicts (index, tier, slot_begin, "
+     "n_slots, backend, device, set), by index; set is True once the agent has set the "
+     "bank.",
      NULL},
     {"host", (getter)client_get_host, NULL,
      "The host pages (Region), read-only: one record of expert_bytes per local expert, the "

@@ -3,7 +3,9 @@
 moecache.torch and the model on a host without the driver: host records
 laid out as moecachectl load lays them out, a bank of n_slots, LRU
 eviction among unpinned slots, misses loaded at once (wait) or queued and
-loaded at the next call (no wait)."""
+loaded at the next call (no wait). banks= splits the slots into banks
+(slot counts, in slot order) as a pool of several banks does; the client's
+route groups an acquire's experts by bank as libmoecache's does."""
 import errno
 from collections import OrderedDict, namedtuple
 
@@ -14,11 +16,14 @@ PoolInfo = namedtuple("PoolInfo", "name n_layers n_experts expert_begin expert_e
 
 
 class FakeRegion:
-    def __init__(self, array, n_slots, stride):
+    def __init__(self, array, n_slots, stride, index=0, tier=0, slot_begin=0):
         self.array = array
         self.n_slots = n_slots
         self.stride = stride
         self.nbytes = array.nbytes
+        self.index = index
+        self.tier = tier
+        self.slot_begin = slot_begin
 
     def __dlpack__(self, stream=None):
         return self.array.__dlpack__()
@@ -39,8 +44,12 @@ def layout(tensors, align=256):
 
 class FakePool:
     def __init__(self, name, n_layers, n_experts, expert_bytes, n_slots, records,
-                 expert_begin=0, expert_end=None):
-        """records(layer, expert) -> bytes of the record."""
+                 expert_begin=0, expert_end=None, banks=None):
+        """records(layer, expert) -> bytes of the record; banks: the slot
+        count of each bank (default: one bank of n_slots)."""
+        self.bank_slots = list(banks) if banks else [n_slots]
+        if sum(self.bank_slots) != n_slots:
+            raise ValueError("the banks must split n_slots")
         self.expert_end = n_experts if expert_end is None else expert_end
         n_local = self.expert_end - expert_begin
         self.info = PoolInfo(name, n_layers, n_experts, expert_begin, self.expert_end, n_local,
@@ -82,7 +91,14 @@ class FakeClient:
     def __init__(self, pool: FakePool):
         self.pool = pool
         self.info = pool.info
-        self.bank = FakeRegion(pool.bank, pool.info.n_slots, pool.info.expert_bytes)
+        eb = pool.info.expert_bytes
+        self.n_banks = len(pool.bank_slots)
+        self.begins = [sum(pool.bank_slots[:b]) for b in range(self.n_banks)]
+        self.banks = tuple(
+            FakeRegion(pool.bank[begin * eb: (begin + n) * eb], n, eb, b, b, begin)
+            for b, (begin, n) in enumerate(zip(self.begins, pool.bank_slots)))
+        self.bank = self.banks[0] if self.n_banks > 1 else FakeRegion(
+            pool.bank, pool.info.n_slots, eb)
         self.host = FakeRegion(pool.host, pool.info.n_layers * pool.info.n_local,
                                pool.info.expert_bytes)
         self.held = []
@@ -155,6 +171,26 @@ class FakeClient:
                 n += 1
         self.pool.prefetches += n
         return n
+
+    def slot_bank(self, slot):
+        for b in reversed(range(self.n_banks)):
+            if 0 <= slot and self.begins[b] <= slot < self.begins[b] + self.pool.bank_slots[b]:
+                return b
+        return -1
+
+    def route(self, experts, slots):
+        """(banks, cold) as Client.route: per bank (pos, expert, slot, local)
+        in acquire order, the cold ones (pos, expert, -1, -1)."""
+        self.calls.append(("route", list(experts), list(slots)))
+        banks = [[] for _ in range(self.n_banks)]
+        cold = []
+        for pos, (e, s) in enumerate(zip(experts, slots)):
+            if s < 0:
+                cold.append((pos, e, -1, -1))
+            else:
+                b = self.slot_bank(s)
+                banks[b].append((pos, e, s, s - self.begins[b]))
+        return banks, cold
 
     def stats(self, layer=None):
         return {"hits": self.pool.hits, "misses": self.pool.misses}

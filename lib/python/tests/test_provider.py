@@ -21,9 +21,10 @@ import moe_model as mm  # noqa: E402
 PAGE = 4096
 
 
-def model_pool(cfg, n_slots, expert_begin=0, expert_end=None, weights=None):
+def model_pool(cfg, n_slots, expert_begin=0, expert_end=None, weights=None, banks=None):
     """A fake pool holding the model's experts as moecachectl load lays
-    them out, and its tensor table."""
+    them out (its slots split into banks of the given slot counts), and its
+    tensor table."""
     weights = weights or mm.generate(cfg)
 
     def tensors(layer, e):
@@ -41,7 +42,7 @@ def model_pool(cfg, n_slots, expert_begin=0, expert_end=None, weights=None):
 
     end = cfg.n_experts if expert_end is None else expert_end
     pool = FakePool("torch", cfg.n_layers, cfg.n_experts, expert_bytes, n_slots, record,
-                    expert_begin, end)
+                    expert_begin, end, banks)
     table = TensorTable.from_dict({
         "pool": "torch", "format": "safetensors", "expert_bytes": expert_bytes,
         "record_bytes": rec, "alignment": 256, "n_layers": cfg.n_layers,

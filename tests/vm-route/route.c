@@ -11,7 +11,9 @@
  * "route: P passed, F failed"; exit 0 only if all pass.
  *
  * Usage: moecache-route-vmtest [--traces DIR] [--only NAME]
- * (moecache-decode is taken from PATH).
+ * (moecache-decode is taken from PATH; the Python test needs the VM booted
+ * with MOECACHE_VM_HOST_USR=1: MOECACHE_VM_HOST_USR=1 tools/vm/run
+ * moecache-route-vmtest).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -530,6 +532,32 @@ static int test_basic_decode_cold_cpu_on_three_banks(struct rt *t)
 	return 0;
 }
 
+/*
+ * lib/python/tests/route_vm.py in the host's userland (the VM booted with
+ * MOECACHE_VM_HOST_USR=1, as make check boots it): moecache.Client's banks
+ * and route on this pool.
+ */
+static int test_basic_python_route_matches_map(struct rt *t)
+{
+	char *argv[] = {
+	    "host-run", "/usr/bin/python3", "-B", "/opt/moecache/tests/route_vm.py", t->pool, NULL};
+	char out[128], line[512] = "";
+	FILE *f;
+	int rc;
+
+	RT_CHECK(t, access("/host/usr/bin/python3", X_OK) == 0,
+		 "no host userland at /host: boot the VM with MOECACHE_VM_HOST_USR=1");
+	snprintf(out, sizeof(out), "/tmp/%s.python.out", t->pool);
+	rc = rt_run(out, argv);
+	f = fopen(out, "r");
+	while (f && fgets(line, sizeof(line), f))
+		;
+	if (f)
+		fclose(f);
+	RT_CHECK(t, rc == 0, "route_vm.py exited %d: %s", rc, line);
+	return 0;
+}
+
 struct rt_test {
 	const char *name;
 	const char *description;
@@ -552,6 +580,9 @@ static const struct rt_test rt_tests[] = {
     {"basic_decode_cold_cpu_on_three_banks",
      "moecache-decode --cold cpu splits between three banks and the host and verifies",
      test_basic_decode_cold_cpu_on_three_banks},
+    {"basic_python_route_matches_map",
+     "moecache.Client's banks and route on three banks agree with the map and the host pages",
+     test_basic_python_route_matches_map},
 };
 
 static int rt_expert_bytes(struct rt *t)

@@ -988,18 +988,19 @@ static PyObject *client_get_banks(ClientObject *c, void *closure)
 	return t;
 }
 
-static const char *backend_name(uint32_t backend)
+/* A backend's name: cpu, cuda, rocm, none (the agent chooses), or backend-N. */
+static PyObject *backend_str(uint32_t backend)
 {
-	switch (backend) {
-	case MOECACHE_BACKEND_CPU:
-		return "cpu";
-	case MOECACHE_BACKEND_CUDA:
-		return "cuda";
-	case MOECACHE_BACKEND_ROCM:
-		return "rocm";
-	default:
-		return "none";
-	}
+	static const char *const names[] = {
+	    [MOECACHE_BACKEND_NONE] = "none",
+	    [MOECACHE_BACKEND_CPU] = "cpu",
+	    [MOECACHE_BACKEND_CUDA] = "cuda",
+	    [MOECACHE_BACKEND_ROCM] = "rocm",
+	};
+
+	if (backend < sizeof(names) / sizeof(names[0]) && names[backend])
+		return PyUnicode_FromString(names[backend]);
+	return PyUnicode_FromFormat("backend-%u", backend);
 }
 
 static PyObject *client_get_bank_layout(ClientObject *c, void *closure)
@@ -1023,9 +1024,9 @@ static PyObject *client_get_bank_layout(ClientObject *c, void *closure)
 			Py_DECREF(t);
 			return raise_errno(EPROTO, "read the bank table", NULL);
 		}
-		d = Py_BuildValue("{sIsIsIsIsssIsO}", "index", b, "tier", mb.tier, "slot_begin",
+		d = Py_BuildValue("{sIsIsIsIsNsIsO}", "index", b, "tier", mb.tier, "slot_begin",
 				  mb.slot_begin, "n_slots", mb.n_slots, "backend",
-				  backend_name(mb.backend), "device", mb.device, "set",
+				  backend_str(mb.backend), "device", mb.device, "set",
 				  (mb.flags & MOECACHE_MAP_BANK_SET) ? Py_True : Py_False);
 		if (!d) {
 			Py_DECREF(t);
@@ -1347,16 +1348,7 @@ static PyObject *region_get_backend(RegionObject *r, void *closure)
 {
 	if (r->kind == REGION_HOST)
 		return PyUnicode_FromString("host");
-	switch (r->backend) {
-	case MOECACHE_BACKEND_CPU:
-		return PyUnicode_FromString("cpu");
-	case MOECACHE_BACKEND_CUDA:
-		return PyUnicode_FromString("cuda");
-	case MOECACHE_BACKEND_ROCM:
-		return PyUnicode_FromString("rocm");
-	default:
-		return PyUnicode_FromFormat("backend-%u", r->backend);
-	}
+	return backend_str(r->backend);
 }
 
 static PyObject *region_get_u64(RegionObject *r, void *closure)

@@ -10,7 +10,7 @@ import torch
 
 from fake_pool import FakeClient
 from moecache.torch import ExpertProvider
-from test_provider import model_pool
+from test_provider import decode_bit_exact, model_pool
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                 "tools", "python"))
@@ -102,30 +102,15 @@ class OneBankTests(unittest.TestCase):
 class BankModelTests(unittest.TestCase):
     """The decoder through three banks equals the in-memory model bit for bit."""
 
-    def decode(self, wait):
-        cfg = mm.Config(n_layers=2, n_experts=16, d_model=32, d_ff=48, top_k=2, max_seq=32)
-        pool, table, weights = model_pool(cfg, n_slots=8, banks=[2, 3, 3])
-        p = ExpertProvider(client=FakeClient(pool), table=table)
-        source = mm.ProviderExperts(p, wait=wait)
-        ref = mm.Model(cfg, mm.dense_weights(weights), mm.MemoryExperts(weights))
-        model = mm.Model(cfg, mm.dense_weights(weights), source)
-        tok = 7
-        for _ in range(20):
-            a, b = ref.step(tok), model.step(tok)
-            self.assertTrue(torch.equal(a, b))
-            tok = int(torch.argmax(a))
-        self.assertGreater(pool.misses, 0)
-        return source
-
     def test_basic_decode_three_banks_wait(self):
         """waiting: 20 steps over three banks, logits equal bit for bit"""
-        src = self.decode(wait=True)
+        src = decode_bit_exact(self, True, banks=[2, 3, 3])
         self.assertEqual(src.from_host, 0)
         self.assertGreater(src.from_bank, 0)
 
     def test_basic_decode_three_banks_cold_from_host(self):
         """wait=False over three banks: cold experts from the host, logits equal bit for bit"""
-        src = self.decode(wait=False)
+        src = decode_bit_exact(self, False, banks=[2, 3, 3])
         self.assertGreater(src.from_host, 0)
         self.assertGreater(src.from_bank, 0)
 

@@ -156,24 +156,33 @@ class ProviderTests(unittest.TestCase):
         self.assertEqual(tuple(p.host_tensors["w1.weight"].shape)[:2], (CFG.n_layers, 4))
 
 
+def decode_bit_exact(test, wait, banks=None):
+    """20 decode steps of the model through a pool of 25% of the experts
+    (split into banks of the given slot counts) against the in-memory
+    model: the logits must be equal bit for bit. Returns the expert
+    source (its from_bank and from_host counts)."""
+    cfg = mm.Config(n_layers=2, n_experts=16, d_model=32, d_ff=48, top_k=2, max_seq=32)
+    pool, table, weights = model_pool(cfg, n_slots=cfg.n_layers * cfg.n_experts // 4,
+                                      banks=banks)
+    p = ExpertProvider(client=FakeClient(pool), table=table)
+    source = mm.ProviderExperts(p, wait=wait)
+    ref = mm.Model(cfg, mm.dense_weights(weights), mm.MemoryExperts(weights))
+    model = mm.Model(cfg, mm.dense_weights(weights), source)
+    tok = 7
+    for _ in range(20):
+        a, b = ref.step(tok), model.step(tok)
+        test.assertTrue(torch.equal(a, b))
+        tok = int(torch.argmax(a))
+    test.assertGreater(pool.misses, 0)
+    return source
+
+
 class ModelTests(unittest.TestCase):
     """The decoder through a bank of 25% of the experts equals the in-memory
     model bit for bit."""
 
     def decode(self, wait):
-        cfg = mm.Config(n_layers=2, n_experts=16, d_model=32, d_ff=48, top_k=2, max_seq=32)
-        pool, table, weights = model_pool(cfg, n_slots=cfg.n_layers * cfg.n_experts // 4)
-        p = ExpertProvider(client=FakeClient(pool), table=table)
-        source = mm.ProviderExperts(p, wait=wait)
-        ref = mm.Model(cfg, mm.dense_weights(weights), mm.MemoryExperts(weights))
-        model = mm.Model(cfg, mm.dense_weights(weights), source)
-        tok = 7
-        for _ in range(20):
-            a, b = ref.step(tok), model.step(tok)
-            self.assertTrue(torch.equal(a, b))
-            tok = int(torch.argmax(a))
-        self.assertGreater(pool.misses, 0)
-        return source
+        return decode_bit_exact(self, wait)
 
     def test_basic_decode_bit_exact_wait(self):
         """waiting for misses: 20 steps, logits equal bit for bit, evictions included"""

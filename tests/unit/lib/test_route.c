@@ -344,9 +344,9 @@ Test(route, bad_input_route_arguments,
 	cr_assert_eq(agent_memmap_init(&f, 1, 8, 0, 8, 10), 0);
 	cr_assert_eq(moecache_route_new(&f.view, 2, &r1), 0);
 	cr_assert_eq(moecache_route_build(&bm.view, experts, slots, 2, r1), -EINVAL);
-	cr_assert_eq(moecache_route_new(&bm.view, 0, &r1 /* not overwritten on success */),
-		     -EINVAL);
-	cr_assert_null(r1);
+	moecache_route_free(r1);
+	cr_assert_eq(moecache_route_new(&bm.view, 0, &r1), -EINVAL);
+	cr_assert_null(r1, "a failed route_new leaves no route");
 	moecache_route_free(r);
 	agent_memmap_free(&f);
 	banked_map_free(&bm);

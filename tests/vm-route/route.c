@@ -71,23 +71,33 @@ static int rt_fail(struct rt *t, const char *fmt, ...)
 			return rt_fail((t), __VA_ARGS__);                                          \
 	} while (0)
 
-/* Runs argv with stdout to out (NULL: inherited); its exit status, or -1. */
-static int rt_run(const char *out, char *const argv[])
+/* Starts argv with stdout to out (NULL: inherited); its pid, or -1. */
+static pid_t rt_spawn(const char *out, char *const argv[])
 {
-	int status;
 	pid_t pid = fork();
 
-	if (pid < 0)
-		return -1;
 	if (pid == 0) {
 		if (out && !freopen(out, "w", stdout))
 			_exit(127);
 		execvp(argv[0], argv);
 		_exit(127);
 	}
-	if (waitpid(pid, &status, 0) != pid)
+	return pid;
+}
+
+/* The exit status of pid, or -1. */
+static int rt_wait(pid_t pid)
+{
+	int status;
+
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
 		return -1;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int rt_run(const char *out, char *const argv[])
+{
+	return rt_wait(rt_spawn(out, argv));
 }
 
 /* ---- the test's own agent -------------------------------------------------------------- */
@@ -435,15 +445,23 @@ static int test_bad_input_bank_index_past_last(struct rt *t)
 }
 
 /* moecache-decode over the trace with extra arguments; its JSON report in out. */
-static int rt_decode(struct rt *t, const char *cold, const char *out)
+/* Starts moecache-decode over the trace (from step start, with or without fast pins). */
+static pid_t rt_decode_start(struct rt *t, const char *cold, const char *start, bool fast,
+			     const char *out)
 {
 	/* clang-format off */
 	char *argv[] = {"moecache-decode", "--pool", t->pool, "--trace", t->trace,
 			"--steps", RT_DECODE_STEPS, RT_SHAPE, "--cold", (char *)cold,
-			"--timeout-ms", "60000", "--json", NULL};
+			"--start-token", (char *)start, "--timeout-ms", "60000", "--json",
+			fast ? "--fast-pins" : NULL, NULL};
 	/* clang-format on */
 
-	return rt_run(out, argv);
+	return rt_spawn(out, argv);
+}
+
+static int rt_decode(struct rt *t, const char *cold, const char *out)
+{
+	return rt_wait(rt_decode_start(t, cold, "0", false, out));
 }
 
 /* The number after "key": in the report, or -1. */
@@ -532,6 +550,26 @@ static int test_basic_decode_cold_cpu_on_three_banks(struct rt *t)
 	return 0;
 }
 
+static int test_concurrency_two_decoders_three_banks(struct rt *t)
+{
+	char out[2][128];
+	struct rt_report r;
+	pid_t pid[2];
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(out[i], sizeof(out[i]), "/tmp/%s.decode%d.json", t->pool, i);
+		pid[i] = rt_decode_start(t, "wait", i ? "70" : "0", i == 1, out[i]);
+	}
+	for (int i = 0; i < 2; i++) {
+		int rc = rt_wait(pid[i]);
+
+		RT_CHECK(t, rc == 0, "decoder %d%s exited %d", i, i ? " (fast pins)" : "", rc);
+		RT_CHECK(t, rt_report_read(out[i], &r) == 0 && r.verified && r.n_banks == RT_BANKS,
+			 "decoder %d did not verify on three banks", i);
+	}
+	return 0;
+}
+
 /*
  * lib/python/tests/route_vm.py in the host's userland (the VM booted with
  * MOECACHE_VM_HOST_USR=1, as make check boots it): moecache.Client's banks
@@ -580,6 +618,9 @@ static const struct rt_test rt_tests[] = {
     {"basic_decode_cold_cpu_on_three_banks",
      "moecache-decode --cold cpu splits between three banks and the host and verifies",
      test_basic_decode_cold_cpu_on_three_banks},
+    {"concurrency_two_decoders_three_banks",
+     "two decoders at once, one with fast pins, share the three banks and both verify",
+     test_concurrency_two_decoders_three_banks},
     {"basic_python_route_matches_map",
      "moecache.Client's banks and route on three banks agree with the map and the host pages",
      test_basic_python_route_matches_map},

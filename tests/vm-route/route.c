@@ -5,9 +5,9 @@
  * module loaded). Each test creates a pool of three banks (tiers 0, 1, 2),
  * fills its host pages with moecache-decode --fill, and forks a small
  * agent of its own that places every requested expert round-robin over
- * the banks (free slots first), each bank its own memfd: the route, the per-bank imports and
- * moecache-decode are checked against what the map and the host pages
- * say. Output: "ok N - name # description" or "not ok ..." per test, then
+ * the banks (free slots first), each bank its own memfd: the route, the
+ * per-bank imports and moecache-decode are checked against what the map
+ * and the host pages say. Output: "ok N - name # description" or "not ok ..." per test, then
  * "route: P passed, F failed"; exit 0 only if all pass.
  *
  * Usage: moecache-route-vmtest [--traces DIR] [--only NAME]

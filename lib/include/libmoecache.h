@@ -115,7 +115,11 @@ int moecache_fd(const struct moecache *mc);
 int moecache_get_info(struct moecache *mc, struct moecache_info *out);
 int moecache_nop(struct moecache *mc);
 
-/* Administration (CAP_SYS_ADMIN, or the owner for destroy); no attach needed. */
+/*
+ * Administration (CAP_SYS_ADMIN, or the owner for destroy); no attach needed.
+ * req->n_banks and req->banks (a pointer to struct moecache_bank_layout
+ * [n_banks]) lay the pool out in banks; n_banks 0 is one bank of n_slots.
+ */
 int moecache_pool_create(struct moecache *mc, const struct moecache_pool_create *req);
 int moecache_pool_destroy(struct moecache *mc, const char *name);
 
@@ -442,7 +446,10 @@ uint32_t moecache_bank_release_pending(const struct moecache_bank_map *b);
  * slots acquire returns are global; a route sorts the experts of one
  * acquire by the bank they are resident in, so that a caller runs each on
  * the device that holds it, and the cold ones (not resident: NONE) from
- * the host pages. A pool of one bank routes everything to bank 0.
+ * the host pages. A pool of one bank routes everything to bank 0. A pinned
+ * slot stays readable in its bank until its pins are dropped, even if the
+ * agent moves the expert to another bank meanwhile (MOECACHE_EVICT_MOVE):
+ * route what the acquire pinned, not what the map says later.
  */
 
 /*

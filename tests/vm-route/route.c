@@ -5,9 +5,9 @@
  * module loaded). Each test creates a pool of three banks (tiers 0, 1, 2),
  * fills its host pages with moecache-decode --fill, and forks a small
  * agent of its own that places every requested expert round-robin over
- * the banks, each bank its own memfd: the route, the per-bank imports and
- * moecache-decode are checked against what the map and the host pages
- * say. Output: "ok N - name # description" or "not ok ..." per test, then
+ * the banks (free slots first), each bank its own memfd: the route, the
+ * per-bank imports and moecache-decode are checked against what the map
+ * and the host pages say. Output: "ok N - name # description" or "not ok ..." per test, then
  * "route: P passed, F failed"; exit 0 only if all pass.
  *
  * Usage: moecache-route-vmtest [--traces DIR] [--only NAME]
@@ -39,7 +39,8 @@
 #define RT_DECODE_STEPS "6"
 
 /* The banks of every test's pool: slots and tier of each. */
-static const uint32_t rt_bank_slots[RT_BANKS] = {16, 32, 40};
+/* 160 slots: one step of the trace (16 layers x 8 experts) fits without an eviction. */
+static const uint32_t rt_bank_slots[RT_BANKS] = {32, 64, 64};
 static const uint32_t rt_bank_tiers[RT_BANKS] = {0, 1, 2};
 
 struct rt {
@@ -71,23 +72,33 @@ static int rt_fail(struct rt *t, const char *fmt, ...)
 			return rt_fail((t), __VA_ARGS__);                                          \
 	} while (0)
 
-/* Runs argv with stdout to out (NULL: inherited); its exit status, or -1. */
-static int rt_run(const char *out, char *const argv[])
+/* Starts argv with stdout to out (NULL: inherited); its pid, or -1. */
+static pid_t rt_spawn(const char *out, char *const argv[])
 {
-	int status;
 	pid_t pid = fork();
 
-	if (pid < 0)
-		return -1;
 	if (pid == 0) {
 		if (out && !freopen(out, "w", stdout))
 			_exit(127);
 		execvp(argv[0], argv);
 		_exit(127);
 	}
-	if (waitpid(pid, &status, 0) != pid)
+	return pid;
+}
+
+/* The exit status of pid, or -1. */
+static int rt_wait(pid_t pid)
+{
+	int status;
+
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
 		return -1;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int rt_run(const char *out, char *const argv[])
+{
+	return rt_wait(rt_spawn(out, argv));
 }
 
 /* ---- the test's own agent -------------------------------------------------------------- */
@@ -97,13 +108,26 @@ struct rt_agent {
 	struct moecache_map_bank bank[RT_BANKS];
 	int fd[RT_BANKS];
 	uint32_t cursor[RT_BANKS];
+	uint32_t placed[RT_BANKS]; /* experts placed, up to the bank's slots */
 	uint32_t next_bank;
 	uint64_t stride;
 };
 
-/* A free or unpinned slot of the next bank in turn, evicted for (layer, expert); or -errno. */
+/*
+ * A slot of the next bank in turn with a free slot (once all are full, of
+ * the next bank in turn), evicted for (layer, expert): the bank's slots in
+ * order, a pinned one skipped. Returns 0 or -errno.
+ */
 static int rt_agent_place(struct rt_agent *a, uint32_t layer, uint32_t expert, uint32_t *slot)
 {
+	for (uint32_t i = 0; i < RT_BANKS; i++) {
+		uint32_t b = (a->next_bank + i) % RT_BANKS;
+
+		if (a->placed[b] < a->bank[b].n_slots) {
+			a->next_bank = b;
+			break;
+		}
+	}
 	for (uint32_t tries = 0; tries < RT_BANKS; tries++) {
 		uint32_t b = a->next_bank;
 
@@ -118,6 +142,8 @@ static int rt_agent_place(struct rt_agent *a, uint32_t layer, uint32_t expert, u
 				continue;
 			if (ret)
 				return ret;
+			if (a->placed[b] < a->bank[b].n_slots)
+				a->placed[b]++;
 			*slot = s;
 			return 0;
 		}
@@ -435,15 +461,23 @@ static int test_bad_input_bank_index_past_last(struct rt *t)
 }
 
 /* moecache-decode over the trace with extra arguments; its JSON report in out. */
-static int rt_decode(struct rt *t, const char *cold, const char *out)
+/* Starts moecache-decode over the trace (from step start, with or without fast pins). */
+static pid_t rt_decode_start(struct rt *t, const char *cold, const char *start, const char *steps,
+			     bool fast, const char *out)
 {
 	/* clang-format off */
 	char *argv[] = {"moecache-decode", "--pool", t->pool, "--trace", t->trace,
-			"--steps", RT_DECODE_STEPS, RT_SHAPE, "--cold", (char *)cold,
-			"--timeout-ms", "60000", "--json", NULL};
+			"--steps", (char *)steps, RT_SHAPE, "--cold", (char *)cold,
+			"--start-token", (char *)start, "--timeout-ms", "60000", "--json",
+			fast ? "--fast-pins" : NULL, NULL};
 	/* clang-format on */
 
-	return rt_run(out, argv);
+	return rt_spawn(out, argv);
+}
+
+static int rt_decode(struct rt *t, const char *cold, const char *out)
+{
+	return rt_wait(rt_decode_start(t, cold, "0", RT_DECODE_STEPS, false, out));
 }
 
 /* The number after "key": in the report, or -1. */
@@ -522,13 +556,48 @@ static int test_basic_decode_verifies_on_three_banks(struct rt *t)
 
 static int test_basic_decode_cold_cpu_on_three_banks(struct rt *t)
 {
+	char out[128];
 	struct rt_report r;
+	long run = 0;
+	int rc;
 
-	if (rt_decode_test(t, "cpu", &r))
-		return -1;
-	RT_CHECK(t, r.cpu_experts > 0 && r.cpu_experts == r.misses,
-		 "%ld experts ran on the host for %ld misses", r.cpu_experts, r.misses);
-	RT_CHECK(t, r.hits > 0, "no hit in %s steps: nothing ran on a bank", RT_DECODE_STEPS);
+	/* Step 0 loaded (it fits the banks), then steps 0 and 1 with --cold cpu. */
+	snprintf(out, sizeof(out), "/tmp/%s.warm.json", t->pool);
+	rc = rt_wait(rt_decode_start(t, "wait", "0", "1", false, out));
+	RT_CHECK(t, rc == 0, "the warming decode exited %d", rc);
+	snprintf(out, sizeof(out), "/tmp/%s.decode.json", t->pool);
+	rc = rt_wait(rt_decode_start(t, "cpu", "0", "2", false, out));
+	RT_CHECK(t, rc == 0, "moecache-decode --cold cpu exited %d", rc);
+	RT_CHECK(t, rt_report_read(out, &r) == 0 && r.verified && r.n_banks == RT_BANKS,
+		 "the report does not say verified with three banks");
+	for (int b = 0; b < RT_BANKS; b++) {
+		RT_CHECK(t, r.bank_experts[b] > 0, "bank %d ran no expert of the warm step", b);
+		run += r.bank_experts[b];
+	}
+	RT_CHECK(t, run == r.hits && r.cpu_experts == r.misses && r.misses > 0,
+		 "banks ran %ld for %ld hits, the host %ld for %ld misses", run, r.hits,
+		 r.cpu_experts, r.misses);
+	return 0;
+}
+
+static int test_concurrency_two_decoders_three_banks(struct rt *t)
+{
+	char out[2][128];
+	struct rt_report r;
+	pid_t pid[2];
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(out[i], sizeof(out[i]), "/tmp/%s.decode%d.json", t->pool, i);
+		pid[i] =
+		    rt_decode_start(t, "wait", i ? "70" : "0", RT_DECODE_STEPS, i == 1, out[i]);
+	}
+	for (int i = 0; i < 2; i++) {
+		int rc = rt_wait(pid[i]);
+
+		RT_CHECK(t, rc == 0, "decoder %d%s exited %d", i, i ? " (fast pins)" : "", rc);
+		RT_CHECK(t, rt_report_read(out[i], &r) == 0 && r.verified && r.n_banks == RT_BANKS,
+			 "decoder %d did not verify on three banks", i);
+	}
 	return 0;
 }
 
@@ -580,6 +649,9 @@ static const struct rt_test rt_tests[] = {
     {"basic_decode_cold_cpu_on_three_banks",
      "moecache-decode --cold cpu splits between three banks and the host and verifies",
      test_basic_decode_cold_cpu_on_three_banks},
+    {"concurrency_two_decoders_three_banks",
+     "two decoders at once, one with fast pins, share the three banks and both verify",
+     test_concurrency_two_decoders_three_banks},
     {"basic_python_route_matches_map",
      "moecache.Client's banks and route on three banks agree with the map and the host pages",
      test_basic_python_route_matches_map},
@@ -629,6 +701,27 @@ int main(int argc, char **argv)
 	if (rt_expert_bytes(&t)) {
 		fprintf(stderr, "route: moecache-decode --print-expert-bytes failed\n");
 		return 1;
+	}
+	/* A driver before banks reports max_banks 0: nothing here can run on it. */
+	{
+		struct moecache_info info;
+		struct moecache *mc;
+
+		if (moecache_open(NULL, &mc) || moecache_get_info(mc, &info)) {
+			fprintf(stderr, "route: cannot open the device\n");
+			return 1;
+		}
+		moecache_close(mc);
+		if (info.max_banks == 0) {
+			printf("# SKIP the driver has no banks (max_banks 0)\n"
+			       "route: 0 passed, 0 failed\n");
+			return 0;
+		}
+		if (info.max_banks < RT_BANKS) {
+			printf("route: 0 passed, 1 failed\n# max_banks %u: the tests need %d\n",
+			       info.max_banks, RT_BANKS);
+			return 1;
+		}
 	}
 	for (size_t i = 0; i < sizeof(rt_tests) / sizeof(rt_tests[0]); i++) {
 		const struct rt_test *rt = &rt_tests[i];

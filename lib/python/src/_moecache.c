@@ -1401,14 +1401,16 @@ static PySequenceMethods region_as_sequence = {
 };
 
 PyDoc_STRVAR(region_doc,
-	     "A read-only region of a pool: the bank (Client.bank) or the host pages\n"
-	     "(Client.host).\n\n"
+	     "A read-only region of a pool: a bank (Client.bank, Client.banks) or the\n"
+	     "host pages (Client.host).\n\n"
 	     "On the CPU it is a buffer: memoryview(region), numpy.frombuffer(region).\n"
 	     "Every region is also a DLPack producer (torch.from_dlpack(region) gives a\n"
 	     "uint8 tensor of nbytes on the bank's device). The memory is mapped\n"
 	     "read-only: writing through a DLPack view faults.\n\n"
 	     "Slot s of the bank starts at byte s * stride; record (layer, expert) of\n"
-	     "the host pages at (layer * n_local + expert - expert_begin) * stride.");
+	     "the host pages at (layer * n_local + expert - expert_begin) * stride.\n"
+	     "A bank of several holds its own slots: global slot g is its slot\n"
+	     "g - slot_begin (Client.route gives it as local).");
 
 static PyMethodDef region_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))region_dlpack, METH_VARARGS | METH_KEYWORDS,
@@ -1420,7 +1422,8 @@ static PyMethodDef region_methods[] = {
      "kDLROCM (10), and the device ordinal the bank's agent reported."},
     {"slot_address", (PyCFunction)region_slot_address, METH_O,
      "slot_address(slot) -> int\n\nThe address of slot (or host record) slot in this "
-     "process: a host address, or a device address for a CUDA or ROCm bank."},
+     "process: a host address, or a device address for a CUDA or ROCm bank. A bank's "
+     "slot is its own: global slot minus slot_begin."},
     {NULL}};
 
 static PyGetSetDef region_getset[] = {

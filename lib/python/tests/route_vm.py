@@ -67,7 +67,12 @@ def main() -> int:
         try:
             c.route([1], [c.info.n_slots])
             check(False, "a slot out of range was routed")
-        except OSError:
+        except OSError as e:
+            check(e.errno == 22, f"a slot out of range: {e}")
+        try:
+            c.route([1, 2], [0])
+            check(False, "experts and slots of different lengths were routed")
+        except ValueError:
             pass
         host.release()
     print("route_vm: ok")

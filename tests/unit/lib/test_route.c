@@ -388,3 +388,16 @@ Test(route, basic_bank_slot_takes_global_slots,
 	cr_assert_null(moecache_bank_slot(&b, 7));
 	moecache_bank_unimport(&b);
 }
+
+Test(route, bad_input_bank_imports_unattached,
+     .description = "importing a bank by index, or all, on an unattached handle is ENOTCONN")
+{
+	struct moecache mc = {.fd = -1};
+	struct moecache_bank_map b[2];
+
+	cr_assert_eq(moecache_bank_import_index(&mc, 1, &b[0]), -ENOTCONN);
+	cr_assert_eq(b[0].fd, -1);
+	cr_assert_eq(moecache_bank_import_all(&mc, b, 2), -ENOTCONN);
+	cr_assert_eq(moecache_map_n_banks(NULL), 0);
+	cr_assert_eq(moecache_map_slot_bank(NULL, 0), MOECACHE_NONE);
+}

@@ -7,6 +7,8 @@ VM_TESTS  += $(MOECACHE_AGENT_E2E)
 # moecachectl from build/bin and the traces at /traces.
 VM_SUITES += moecache-agent-e2e
 
-$(MOECACHE_AGENT_E2E): $(OBJ)/tests/vm-agent/e2etest.o $(LIBOUT)/libmoecache.a
+$(OBJ)/tests/vm-agent/%.o: CFLAGS += -Itests/harness
+
+$(MOECACHE_AGENT_E2E): $(OBJ)/tests/vm-agent/e2etest.o $(LIBOUT)/libmoecache.a $(TAP_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^
+	$(CC) $(LDFLAGS) -o $@ $(LINK_INPUTS)

@@ -3,16 +3,17 @@
  * moecache-agent-e2e: end-to-end tests of moecached, libmoecache and the
  * decode client against the real driver (in the test VM, or on a host
  * with the module loaded, as root). Every test makes its own pool and
- * destroys it. Output: one "ok N - name # description" or "not ok ..."
- * line per test, then "e2e: P passed, F failed"; exit 0 only if all pass.
+ * destroys it. The runner is the suites' harness (tests/harness/tap.h):
+ * each test in its own process with an alarm, TAP output, then
+ * "e2e: P passed, F failed"; exit 0 only if all pass. A test is a function
+ * returning 0 (or failing through E2E_CHECK) and an entry of e2e_tests[].
  *
- * Usage: moecache-agent-e2e [--traces DIR] [--only NAME] [--keep-logs]
+ * Usage: moecache-agent-e2e [--traces DIR] [--keep-logs] [--list] [SUBSTRING...]
  * (the programs moecached, moecache-decode and moecachectl are taken
  * from PATH).
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -26,20 +27,21 @@
 #include <unistd.h>
 
 #include "libmoecache.h"
+#include "tap.h"
 
 /* The expert shape every test uses: small, so that copies are cheap under TCG. */
 #define E2E_SHAPE "--d-model", "32", "--d-ff", "32", "--dtype", "f32"
 #define E2E_LAYERS 16
 #define E2E_EXPERTS 64
+/* Each test's alarm: the slowest take a few minutes under TCG. */
+#define E2E_TIMEOUT_S 600
 
 struct e2e {
 	const char *traces;
-	const char *only;
 	bool keep_logs;
 	char trace[512];
 	char workdir[256];
 	uint64_t expert_bytes;
-	int passed, failed, n;
 	char why[512]; /* the failing check of the current test */
 };
 
@@ -68,21 +70,8 @@ static int e2e_fail(struct e2e *e, const char *fmt, ...)
 			return e2e_fail(e, __VA_ARGS__);                                           \
 	} while (0)
 
-static uint64_t e2e_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void e2e_sleep_ms(unsigned int ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
+#define e2e_now_ms tap_now_ms
+#define e2e_sleep_ms tap_sleep_ms
 
 /* ---- processes ---- */
 
@@ -1428,64 +1417,94 @@ static int e2e_setup(struct e2e *e)
 	return e->expert_bytes ? 0 : e2e_fail(e, "bad expert size '%s'", buf);
 }
 
-int main(int argc, char **argv)
+static int e2e_setup_hook(void *arg, char *why, size_t len)
 {
-	static const struct option opts[] = {
-	    {"traces", required_argument, NULL, 't'},
-	    {"only", required_argument, NULL, 'o'},
-	    {"keep-logs", no_argument, NULL, 'k'},
-	    {NULL, 0, NULL, 0},
-	};
-	struct e2e e = {.traces = "/traces"};
-	int opt;
+	struct e2e *e = arg;
+	int ret = e2e_setup(e);
 
-	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (opt == 't')
-			e.traces = optarg;
-		else if (opt == 'o')
-			e.only = optarg;
-		else if (opt == 'k')
-			e.keep_logs = true;
-		else
-			return 2;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	if (e2e_setup(&e)) {
-		printf("not ok 1 - setup # %s\ne2e: 0 passed, 1 failed\n", e.why);
-		return 1;
-	}
-	for (size_t i = 0; i < sizeof(e2e_tests) / sizeof(e2e_tests[0]); i++) {
-		const struct e2e_test *t = &e2e_tests[i];
-		uint64_t t0 = e2e_now_ms();
-		int ret;
+	if (ret)
+		snprintf(why, len, "%s", e->why);
+	return ret;
+}
 
-		if (e.only && strcmp(e.only, t->name))
-			continue;
-		e.why[0] = '\0';
-		ret = t->run(&e);
-		e.n++;
-		if (ret || e.why[0]) {
-			e.failed++;
-			printf("not ok %d - %s # %s: %s\n", e.n, t->name, t->description,
-			       e.why[0] ? e.why : "failed");
-			fflush(stdout);
-			e2e_dump_logs(&e);
-		} else {
-			e.passed++;
-			printf("ok %d - %s # %s (%.1f s)\n", e.n, t->name, t->description,
-			       (e2e_now_ms() - t0) / 1000.0);
-		}
+/* In the test's process: the first failed check is the reason. */
+static void e2e_run_test(void *arg, const struct tap_test *t, unsigned int number)
+{
+	const struct e2e_test *et = t->data;
+	struct e2e *e = arg;
+	int ret;
+
+	signal(SIGPIPE, SIG_IGN); /* a program a test reads from may die first */
+	e->why[0] = '\0';
+	ret = et->run(e);
+	if (ret || e->why[0])
+		TAP_FAIL("%s", e->why[0] ? e->why : "failed");
+}
+
+static void e2e_after(void *arg, const struct tap_test *t, unsigned int number,
+		      struct tap_outcome *o)
+{
+	if (o->kind == TAP_FAIL) {
 		fflush(stdout);
+		e2e_dump_logs(arg);
 	}
-	printf("e2e: %d passed, %d failed\n", e.passed, e.failed);
-	if (!e.keep_logs && e.failed == 0) {
+}
+
+static void e2e_finish(void *arg, unsigned int passed, unsigned int failed)
+{
+	struct e2e *e = arg;
+
+	if (!e->keep_logs && failed == 0) {
 		char cmd[600];
 
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e.workdir);
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->workdir);
 		if (system(cmd))
-			fprintf(stderr, "e2e: could not remove %s\n", e.workdir);
+			fprintf(stderr, "e2e: could not remove %s\n", e->workdir);
 	} else {
-		fprintf(stderr, "e2e: logs in %s\n", e.workdir);
+		fprintf(stderr, "e2e: logs in %s\n", e->workdir);
 	}
-	return e.failed ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct e2e e = {.traces = "/traces"};
+	const struct tap_suite suite = {
+	    .word = "e2e",
+	    .about = "End-to-end tests of moecached, libmoecache and moecache-decode on the "
+		     "loaded module, as root.",
+	    .options = "  --traces DIR   the routing traces (default /traces)\n"
+		       "  --keep-logs    keep the programs' logs even when every test passes\n",
+	    .default_timeout_s = E2E_TIMEOUT_S,
+	    .arg = &e,
+	    .setup = e2e_setup_hook,
+	    .run = e2e_run_test,
+	    .after = e2e_after,
+	    .finish = e2e_finish,
+	};
+	size_t n = sizeof(e2e_tests) / sizeof(e2e_tests[0]);
+	struct tap_test tests[sizeof(e2e_tests) / sizeof(e2e_tests[0])];
+	char **args = calloc((size_t)argc + 1, sizeof(*args));
+	int nargs = 0, i;
+
+	if (!args)
+		return 2;
+	/* The suite's own options; the rest is the harness's. */
+	args[nargs++] = argv[0];
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--traces") && i + 1 < argc)
+			e.traces = argv[++i];
+		else if (!strncmp(argv[i], "--traces=", 9))
+			e.traces = argv[i] + 9;
+		else if (!strcmp(argv[i], "--keep-logs"))
+			e.keep_logs = true;
+		else
+			args[nargs++] = argv[i];
+	}
+	for (size_t k = 0; k < n; k++)
+		tests[k] = (struct tap_test){.name = e2e_tests[k].name,
+					     .description = e2e_tests[k].description,
+					     .data = &e2e_tests[k]};
+	i = tap_main(&suite, tests, n, nargs, args);
+	free(args);
+	return i;
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * moecache-ctltest's runner: one line per test, "ok N - name # description"
- * or "not ok N - ...", then "ctl: P passed, F failed". Arguments, if any,
- * are the names of the tests to run.
+ * moecache-ctltest's helpers and main: the harness (tests/harness/tap.h)
+ * runs ct_tests[], each with its own pool prefix and folder, and destroys
+ * the pools a test left.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,19 +26,6 @@
 #include <netlink/netlink.h>
 
 #include "harness.h"
-
-void ct_fail_at(const char *file, int line, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "# %s:%d: ", file, line);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	fflush(stderr);
-	_exit(1);
-}
 
 void ct_pool(const struct ct_ctx *ctx, const char *suffix, char name[MOECACHE_NAME_LEN])
 {
@@ -280,22 +267,6 @@ void ct_ctl(const struct ct_ctx *ctx, struct ct_out *o, bool unprivileged, const
 	close(fd_err);
 }
 
-void ct_sleep_ms(unsigned int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
-
-uint64_t ct_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 unsigned int ct_set_param(const char *name, unsigned int value)
 {
 	char path[128], buf[32];
@@ -357,68 +328,74 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 	return remove(path);
 }
 
-static bool run_one(const struct ct_test *t, unsigned int index)
-{
-	unsigned int timeout = t->timeout_s ? t->timeout_s : CT_DEFAULT_TIMEOUT_S;
-	struct ct_ctx ctx = {.index = index};
-	int status;
-	pid_t pid;
-	bool ok;
+/* The runner's state of the test in flight. */
+struct ct_runner {
+	struct ct_ctx ctx;
+};
 
-	snprintf(ctx.prefix, sizeof(ctx.prefix), "t%02u", index);
-	snprintf(ctx.dir, sizeof(ctx.dir), "/tmp/ctltest.%s", ctx.prefix);
-	nftw(ctx.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+static int ct_before(void *arg, const struct tap_test *t, unsigned int number, char *why,
+		     size_t len)
+{
+	const struct ct_test *ct = t->data;
+	struct ct_runner *r = arg;
+
+	memset(&r->ctx, 0, sizeof(r->ctx));
+	r->ctx.index = (unsigned int)(ct - ct_tests);
+	snprintf(r->ctx.prefix, sizeof(r->ctx.prefix), "t%02u", r->ctx.index);
+	snprintf(r->ctx.dir, sizeof(r->ctx.dir), "/tmp/ctltest.%s", r->ctx.prefix);
+	nftw(r->ctx.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	/* readable and writable by nobody too: unprivileged runs write here */
-	if (mkdir(ctx.dir, 0777) || chmod(ctx.dir, 0777)) {
-		fprintf(stderr, "# %s: %s\n", ctx.dir, strerror(errno));
-		return false;
+	if (mkdir(r->ctx.dir, 0777) || chmod(r->ctx.dir, 0777)) {
+		snprintf(why, len, "%s: %s", r->ctx.dir, strerror(errno));
+		return -1;
 	}
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
-		setpgid(0, 0);
-		alarm(timeout);
-		t->run(&ctx);
-		_exit(0);
-	}
-	if (pid < 0 || waitpid(pid, &status, 0) < 0)
-		return false;
-	/* whatever the test started goes with it */
-	kill(-pid, SIGKILL);
-	ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-	if (WIFSIGNALED(status))
-		fprintf(stderr, "# killed by signal %d%s\n", WTERMSIG(status),
-			WTERMSIG(status) == SIGALRM ? " (timed out)" : "");
-	if (cleanup_pools(ctx.prefix))
-		ok = false;
-	nftw(ctx.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	return ok;
+	return 0;
+}
+
+static void ct_run(void *arg, const struct tap_test *t, unsigned int number)
+{
+	const struct ct_test *ct = t->data;
+	struct ct_runner *r = arg;
+
+	ct->run(&r->ctx);
+}
+
+static void ct_after(void *arg, const struct tap_test *t, unsigned int number,
+		     struct tap_outcome *o)
+{
+	struct ct_runner *r = arg;
+	int left = cleanup_pools(r->ctx.prefix);
+
+	if (left)
+		tap_outcome_fail(o, "%d pools the test left cannot be destroyed", left);
+	nftw(r->ctx.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int main(int argc, char **argv)
 {
-	unsigned int passed = 0, failed = 0, n = 0;
+	static struct ct_runner runner;
+	const struct tap_suite suite = {
+	    .word = "ctl",
+	    .about = "moecachectl and the generic netlink family against the loaded module, as "
+		     "root.",
+	    .default_timeout_s = CT_DEFAULT_TIMEOUT_S,
+	    .arg = &runner,
+	    .before = ct_before,
+	    .run = ct_run,
+	    .after = ct_after,
+	};
+	struct tap_test *tests = calloc(ct_n_tests, sizeof(*tests));
 	size_t i;
-	int a;
+	int ret;
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (i = 0; i < ct_n_tests; i++) {
-		const struct ct_test *t = &ct_tests[i];
-		bool chosen = argc < 2;
-
-		for (a = 1; a < argc; a++)
-			chosen |= !strcmp(argv[a], t->name);
-		if (!chosen)
-			continue;
-		n++;
-		if (run_one(t, (unsigned int)i)) {
-			printf("ok %u - %s # %s\n", n, t->name, t->description);
-			passed++;
-		} else {
-			printf("not ok %u - %s # %s\n", n, t->name, t->description);
-			failed++;
-		}
-	}
-	printf("ctl: %u passed, %u failed\n", passed, failed);
-	return failed ? 1 : 0;
+	if (!tests)
+		return 2;
+	for (i = 0; i < ct_n_tests; i++)
+		tests[i] = (struct tap_test){.name = ct_tests[i].name,
+					     .description = ct_tests[i].description,
+					     .timeout_s = ct_tests[i].timeout_s,
+					     .data = &ct_tests[i]};
+	ret = tap_main(&suite, tests, ct_n_tests, argc, argv);
+	free(tests);
+	return ret;
 }

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * moecache-ctltest: a small harness. Each test runs in its own forked
- * process with an alarm; a failed check prints where and why on stderr and
- * ends that process. Every pool a test makes is named with its prefix
- * (ct_pool) and destroyed after it, whatever happened.
+ * moecache-ctltest's helpers. The runner is the suites' harness
+ * (tests/harness/tap.h): each test runs in its own forked process with an
+ * alarm; a failed check prints where and why on stderr and ends that
+ * process. Every pool a test makes is named with its prefix (ct_pool) and
+ * destroyed after it, whatever happened.
+ *
+ * A test is a function in tests.h and an entry of ct_tests[] (tests.c),
+ * named category_what (basic_, bad_input_, permission_, lifetime_, leak_,
+ * concurrency_, perf_) with a one-line description.
  */
 #ifndef MOECACHE_CTLTEST_HARNESS_H
 #define MOECACHE_CTLTEST_HARNESS_H
@@ -16,6 +21,7 @@
 #include <moecache.h>
 
 #include "nl.h"
+#include "tap.h"
 
 struct ct_ctx {
 	unsigned int index;
@@ -36,8 +42,8 @@ struct ct_test {
 extern const struct ct_test ct_tests[];
 extern const size_t ct_n_tests;
 
-__attribute__((noreturn, format(printf, 3, 4))) void ct_fail_at(const char *file, int line,
-								const char *fmt, ...);
+/* The harness's: print where and why, and end the test's process. */
+#define ct_fail_at tap_fail_at
 
 #define CT_FAIL(...) ct_fail_at(__FILE__, __LINE__, __VA_ARGS__)
 #define CT_ASSERT(cond)                                                                            \
@@ -129,8 +135,8 @@ int ct_as_nobody(int (*fn)(void *arg), void *arg);
 pid_t ct_spawn_nobody(int (*fn)(void *arg), void *arg);
 int ct_wait_child(pid_t pid);
 
-void ct_sleep_ms(unsigned int ms);
-uint64_t ct_now_ms(void);
+#define ct_sleep_ms tap_sleep_ms
+#define ct_now_ms tap_now_ms
 /* Writes a module parameter; returns its previous value. */
 unsigned int ct_set_param(const char *name, unsigned int value);
 

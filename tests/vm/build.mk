@@ -7,6 +7,8 @@ VMTEST_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(wildcard tests/vm/*.c))
 VM_TESTS += $(VMTEST_BIN)
 VM_SUITES += moecache-vmtest
 
-$(VMTEST_BIN): $(VMTEST_OBJS)
+$(OBJ)/tests/vm/%.o: CFLAGS += -Itests/harness
+
+$(VMTEST_BIN): $(VMTEST_OBJS) $(TAP_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) -static $(LDFLAGS) -o $@ $^
+	$(CC) -static $(LDFLAGS) -o $@ $(LINK_INPUTS)

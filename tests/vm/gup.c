@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * gup_: the host region maps real struct pages (vm_insert_pages), so
+ * basic_gup_: the host region maps real struct pages (vm_insert_pages), so
  * get_user_pages users work on it: O_DIRECT reads and writes, vmsplice,
  * process_vm_readv/writev. Each test checks that the bytes arrive.
  */
@@ -72,7 +72,7 @@ static struct host_holder *host_holder_start(const char *pool, __u32 role, int p
 	return hh;
 }
 
-static void gup_process_vm_readv_client_host(struct vm_ctx *ctx)
+static void basic_gup_process_vm_readv_client_host(struct vm_ctx *ctx)
 {
 	struct vm_view a;
 	struct host_holder *hh;
@@ -107,7 +107,7 @@ static void gup_process_vm_readv_client_host(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
-static void gup_process_vm_writev_agent_host(struct vm_ctx *ctx)
+static void basic_gup_process_vm_writev_agent_host(struct vm_ctx *ctx)
 {
 	struct vm_view c;
 	struct host_holder *hh;
@@ -138,7 +138,7 @@ static void gup_process_vm_writev_agent_host(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
-static void gup_vmsplice_host(struct vm_ctx *ctx)
+static void basic_gup_vmsplice_host(struct vm_ctx *ctx)
 {
 	struct vm_view a, c;
 	size_t rec, done = 0, chunk = 16 * 1024;
@@ -250,7 +250,7 @@ static void blockdev_close(struct blockdev *bd)
 
 #define NO_BLOCKDEV "no block device for O_DIRECT: the VM needs loop.ko (or brd.ko) loaded"
 
-static void gup_odirect_read_into_host(struct vm_ctx *ctx)
+static void basic_gup_odirect_read_into_host(struct vm_ctx *ctx)
 {
 	struct vm_view a, c;
 	struct blockdev bd;
@@ -289,7 +289,7 @@ static void gup_odirect_read_into_host(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
-static void gup_odirect_write_from_client_host(struct vm_ctx *ctx)
+static void basic_gup_odirect_write_from_client_host(struct vm_ctx *ctx)
 {
 	struct vm_view a, c;
 	struct blockdev bd;
@@ -332,14 +332,14 @@ static void gup_odirect_write_from_client_host(struct vm_ctx *ctx)
 }
 
 static const struct vm_test gup_tests[] = {
-    VM_TEST(gup_process_vm_readv_client_host,
+    VM_TEST(basic_gup_process_vm_readv_client_host,
 	    "process_vm_readv reads another process's read-only host mapping"),
-    VM_TEST(gup_process_vm_writev_agent_host,
+    VM_TEST(basic_gup_process_vm_writev_agent_host,
 	    "process_vm_writev writes into the agent's host mapping and clients see it"),
-    VM_TEST(gup_vmsplice_host, "vmsplice of the host region into a pipe carries its bytes"),
-    VM_TEST(gup_odirect_read_into_host,
+    VM_TEST(basic_gup_vmsplice_host, "vmsplice of the host region into a pipe carries its bytes"),
+    VM_TEST(basic_gup_odirect_read_into_host,
 	    "an O_DIRECT read from a block device lands in the host pages"),
-    VM_TEST(gup_odirect_write_from_client_host,
+    VM_TEST(basic_gup_odirect_write_from_client_host,
 	    "an O_DIRECT write takes its bytes from a client's read-only host mapping"),
 };
 

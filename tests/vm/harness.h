@@ -3,10 +3,16 @@
  * moecache-vmtest: tests of the /dev/moecache driver against docs/abi.md,
  * run inside the test VM (tools/vm/run) with the module loaded.
  *
- * Each test runs in its own forked process (and process group) with an
- * alarm, so that a crash or a hang fails that test only. A test fails by
- * calling one of the VM_* checks below: they print the reason on stderr,
- * which the runner collects, and end the process.
+ * The runner is the suites' harness (tests/harness/tap.h): each test runs
+ * in its own forked process (and process group) with an alarm, so that a
+ * crash or a hang fails that test only. A test fails by calling one of the
+ * VM_* checks below: they print the reason on stderr, which the runner
+ * collects, and end the process.
+ *
+ * A file of tests registers them as a table of VM_TEST() entries named
+ * category_what (basic_, bad_input_, permission_, lifetime_, leak_,
+ * concurrency_, perf_) and exports it as a struct vm_suite declared below;
+ * tests/vm/main.c lists the suites in the order they run.
  */
 #ifndef MOECACHE_VMTEST_HARNESS_H
 #define MOECACHE_VMTEST_HARNESS_H
@@ -19,10 +25,12 @@
 
 #include <moecache.h>
 
+#include "tap.h"
+
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Exit status of a test that cannot run here (TAP "# SKIP"). */
-#define VM_EXIT_SKIP 77
+#define VM_EXIT_SKIP TAP_EXIT_SKIP
 
 struct vm_ctx {
 	const char *test;
@@ -74,9 +82,9 @@ extern const struct vm_suite vm_tiers_suite;
 
 /* ---- failing ---------------------------------------------------------- */
 
-__attribute__((noreturn, format(printf, 3, 4))) void vm_fail_at(const char *file, int line,
-								const char *fmt, ...);
-__attribute__((noreturn, format(printf, 1, 2))) void vm_skip(const char *fmt, ...);
+/* The harness's: print where and why, and end the test's process. */
+#define vm_fail_at tap_fail_at
+#define vm_skip tap_skip
 void vm_fail_errno_at(const char *file, int line, const char *expr, int want, long ret, int err)
     __attribute__((noreturn));
 void vm_fail_eq_at(const char *file, int line, const char *got_text, const char *want_text,
@@ -264,8 +272,8 @@ bool vm_running(pid_t pid);
 void vm_wait_sleeping(pid_t pid, int timeout_ms, const char *what);
 /* Anonymous memory shared with children forked later. */
 void *vm_shared(size_t len);
-void vm_sleep_ms(unsigned int ms);
-uint64_t vm_now_ms(void);
+#define vm_sleep_ms tap_sleep_ms
+#define vm_now_ms tap_now_ms
 
 /* A one-way pipe used to say "I got here" between processes. */
 struct vm_gate {

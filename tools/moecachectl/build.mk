@@ -41,8 +41,8 @@ CTLTEST_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(sort $(wildcard tests/vm-ctl/*.c)))
 VM_TESTS += $(CTLTEST_BIN)
 VM_SUITES += moecache-ctltest
 
-$(OBJ)/tests/vm-ctl/%.o: CFLAGS += -I$(CTL_DIR) -Itests/unit/ctl
+$(OBJ)/tests/vm-ctl/%.o: CFLAGS += -I$(CTL_DIR) -Itests/unit/ctl -Itests/harness
 
-$(CTLTEST_BIN): $(CTLTEST_OBJS) $(CTL_GEN_OBJS) $(CTL_NL_OBJS) $(LIBOUT)/libmoecache.a
+$(CTLTEST_BIN): $(CTLTEST_OBJS) $(CTL_GEN_OBJS) $(CTL_NL_OBJS) $(LIBOUT)/libmoecache.a $(TAP_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(NL_LIBS) $(JSONC_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(LINK_INPUTS) $(NL_LIBS) $(JSONC_LIBS)

@@ -15,6 +15,8 @@ AGENT_LINK    := $(OBJ)/agent/log.o $(MOEAGENT_LIB) $(LIBOUT)/libmoecopy.a \
 	$(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a
 
 CFLAGS_agent := -I.
+# The in-memory map region writes what libmoecache's readers read (lib/protocol).
+$(OBJ)/agent/memmap.o: CFLAGS += $(LIBMOECACHE_PROTOCOL_CFLAGS)
 LIBRARIES    += $(MOEAGENT_LIB)
 
 # libsystemd: readiness (sd_notify) under moecached@.service.

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "memmap.h"
-#include "lib/mc_atomic.h"
+#include "mc_atomic.h"
 
 static size_t memmap_align8(size_t v)
 {

@@ -4,7 +4,7 @@
  * the driver's writes to it: for the simulator (tools/trace/sim.c), which
  * runs the agent's slot choice (slots.h) over it, and for the tests of the
  * map readers and of the slot choice. Writers use the seqcount writer side
- * of lib/mc_atomic.h; readers are libmoecache's (moecache_map_*).
+ * of lib/protocol/mc_atomic.h; readers are libmoecache's (moecache_map_*).
  */
 #ifndef MOECACHE_AGENT_MEMMAP_H
 #define MOECACHE_AGENT_MEMMAP_H

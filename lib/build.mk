@@ -17,8 +17,15 @@ LIBMOECACHE_HDRS := $(BUILD)/include/libmoecache.h $(BUILD)/include/moecache.h
 LIBRARIES += $(LIBMOECACHE_A) $(LIBMOECACHE_SO) $(LIBMOECACHE_SO_LINK) $(LIBMOECACHE_PC) \
 	$(LIBMOECACHE_HDRS)
 
+# The client's side of the map region's protocols as the library runs them,
+# header-only: the seqcount reader and accessors (mc_atomic.h) and the fast
+# pins (mc_fastpin.h). Never installed; for the tests, the agent's in-memory
+# map and the tools that speak the protocol without a handle, so that there
+# is one implementation of each.
+LIBMOECACHE_PROTOCOL_CFLAGS := -Ilib/protocol
+
 # Everything else is private to the library (the archive's users link it whole).
-$(OBJ)/lib/%.o: CFLAGS += -fvisibility=hidden
+$(OBJ)/lib/%.o: CFLAGS += -fvisibility=hidden $(LIBMOECACHE_PROTOCOL_CFLAGS)
 
 $(LIBMOECACHE_A): $(LIBMOECACHE_OBJS)
 	@mkdir -p $(dir $@)

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 
 #include "mc_atomic.h"
+#include "mc_fastpin.h"
 #include "mc_internal.h"
 
 /* Lists up to this long are handled on the stack. */
@@ -89,49 +90,6 @@ void mc_fast_teardown(struct moecache *mc)
 	mc->report = NULL;
 }
 
-/* A pin's store; a fence must follow before the map is read again (uapi/moecache.h). */
-static void mc_fast_get(struct moecache *mc, uint32_t slot)
-{
-	__atomic_fetch_add(&mc->fast_pins[slot], 1, __ATOMIC_RELAXED);
-}
-
-static void mc_fast_put(struct moecache *mc, uint32_t slot)
-{
-	__atomic_fetch_sub(&mc->fast_pins[slot], 1, __ATOMIC_RELEASE);
-}
-
-/*
- * Pins the resident ones among experts (local indices from base): every pin
- * stored, one fence, every map entry read again. Writes slots (NONE for a
- * miss); returns how many were pinned.
- */
-static uint32_t mc_fast_pin_all(struct moecache *mc, uint32_t base, const uint32_t *experts,
-				uint32_t count, uint32_t *slots)
-{
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < count; i++) {
-		slots[i] = mc_load_acquire_u32(&mc->map.map[base + experts[i]]);
-		if (slots[i] < mc->pool.n_slots)
-			mc_fast_get(mc, slots[i]);
-		else
-			slots[i] = MOECACHE_NONE;
-	}
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	for (uint32_t i = 0; i < count; i++) {
-		if (slots[i] == MOECACHE_NONE)
-			continue;
-		if (mc_load_acquire_u32(&mc->map.map[base + experts[i]]) != slots[i]) {
-			/* Taken away meanwhile: the driver saw no pin, so kept nothing for us. */
-			mc_fast_put(mc, slots[i]);
-			slots[i] = MOECACHE_NONE;
-			continue;
-		}
-		n++;
-	}
-	return n;
-}
-
 /* How often slot appears in slots[0..n). */
 static uint32_t mc_count_of(const uint32_t *slots, uint32_t n, uint32_t slot)
 {
@@ -166,7 +124,7 @@ static int mc_fast_release_locked(struct moecache *mc, const uint32_t *slots, ui
 			ret = -EINVAL;
 	}
 	for (uint32_t i = 0; i < count && !ret; i++)
-		mc_fast_put(mc, slots[i]);
+		mc_fast_pin_put(mc->fast_pins, slots[i]);
 	free(held);
 	return ret;
 }
@@ -224,7 +182,7 @@ static int mc_fast_convert(struct moecache *mc, const uint32_t *slots, uint32_t 
 		return 0;
 	/* The kernel pin holds the slot until the fast one is visible. */
 	for (uint32_t i = 0; i < n; i++)
-		mc_fast_get(mc, slots[i]);
+		mc_fast_pin_get(mc->fast_pins, slots[i]);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	memset(&arg, 0, sizeof(arg));
 	arg.count = n;
@@ -232,7 +190,7 @@ static int mc_fast_convert(struct moecache *mc, const uint32_t *slots, uint32_t 
 	ret = mc_ioctl(mc, MOECACHE_IOC_RELEASE, &arg);
 	if (ret)
 		for (uint32_t i = 0; i < n; i++)
-			mc_fast_put(mc, slots[i]);
+			mc_fast_pin_put(mc->fast_pins, slots[i]);
 	return ret;
 }
 
@@ -288,14 +246,15 @@ int mc_fast_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t
 	/* As ACQUIRE_RELEASE: the release first, and it stays done if a WAIT fails. */
 	ret = mc_fast_release_locked(mc, release_slots, release_count);
 	if (!ret)
-		n_fast = mc_fast_pin_all(mc, base, experts, count, slots);
+		n_fast = mc_fast_pin_map(mc->fast_pins, mc->map.map, mc->pool.n_slots, base,
+					 experts, count, slots);
 	if (!ret && n_fast == count) {
 		/* All hits, the common case: one lock hold for the whole call. */
 		mc_fast_note_hits_locked(mc, layer, experts, count);
 	} else if (!ret) {
 		for (uint32_t i = 0; i < count; i++) {
 			if (slots[i] != MOECACHE_NONE)
-				mc_fast_put(mc, slots[i]);
+				mc_fast_pin_put(mc->fast_pins, slots[i]);
 			slots[i] = MOECACHE_NONE;
 		}
 		/* The agent sees the hits before the misses that follow them. */

@@ -8,6 +8,9 @@ FUZZ_OBJS     := $(OBJ)/tests/fuzz/main.o $(OBJ)/tests/fuzz/ops.o $(OBJ)/tests/f
 FAULTINJ_OBJS := $(OBJ)/tests/fuzz/faultinj.o
 
 VM_TESTS  += $(FUZZ_BIN) $(FAULTINJ_BIN)
+
+# The fast pins and map readers are libmoecache's (lib/protocol).
+$(OBJ)/tests/fuzz/%.o: CFLAGS += $(LIBMOECACHE_PROTOCOL_CFLAGS)
 # With no arguments moecache-fuzz runs its regression seeds and two fresh runs.
 # moecache-faultinj needs the debug kernel: check-debug runs it.
 VM_SUITES += moecache-fuzz

@@ -4,7 +4,6 @@
  * map region made after each step.
  */
 #include <errno.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "mc_atomic.h"
 
 /* ---- random: xoshiro256** seeded with splitmix64 ---- */
 
@@ -220,35 +220,28 @@ static const uint32_t *hdr_u32(const struct moecache_map_header *h, uint64_t off
 	return (const uint32_t *)((const char *)h + off);
 }
 
-static uint32_t load_acquire(const uint32_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
-
 bool fz_map_snapshot(struct fz_lane *l, const struct fz_fd *f, uint32_t *map, uint32_t *owner)
 {
 	const struct moecache_map_header *h = f->map;
 	const uint32_t *m = hdr_u32(h, h->map_off), *o = hdr_u32(h, h->owner_off);
-	unsigned long spins;
+	unsigned int spins;
 	uint32_t s1, i;
 
-	for (spins = 0; spins < 200000; spins++) {
-		s1 = load_acquire(&h->seq);
-		if (s1 & 1) {
-			/* The writer holds a spinlock: it was preempted or runs elsewhere. */
-			if (spins % 64 == 63)
-				sched_yield();
+	/* libmoecache's reader, with a bound: a seq that never settles is a report. */
+	for (spins = 0; spins < 200000;) {
+		if (!mc_seq_read_try_begin(&h->seq, &s1)) {
+			mc_cpu_relax(&spins);
 			continue;
 		}
+		spins++;
 		for (i = 0; i < f->g.n_idx; i++)
-			map[i] = __atomic_load_n(&m[i], __ATOMIC_ACQUIRE);
+			map[i] = mc_load_acquire_u32(&m[i]);
 		for (i = 0; i < f->g.n_slots; i++)
-			owner[i] = __atomic_load_n(&o[i], __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&h->seq, __ATOMIC_RELAXED) == s1)
+			owner[i] = mc_load_relaxed_u32(&o[i]);
+		if (!mc_seq_read_retry(&h->seq, s1))
 			return true;
 	}
-	fz_report(l, "map seq of pool %s stayed odd or changing for %lu reads", f->pool, spins);
+	fz_report(l, "map seq of pool %s stayed odd or changing for %u reads", f->pool, spins);
 	return false;
 }
 

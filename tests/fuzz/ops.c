@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "mc_fastpin.h"
 
 enum fz_op {
 	OP_OPEN,
@@ -1555,25 +1556,30 @@ static void op_evict(struct fz_lane *l, struct fz_fd *f)
 
 /* ---- fast pins ---- */
 
-/* The protocol of uapi/moecache.h on one expert; returns whether it pinned. */
+/* libmoecache's fast pin (lib/protocol/mc_fastpin.h) on one expert; returns whether it pinned. */
 static bool fast_pin(struct fz_fd *f, uint32_t idx)
 {
 	const uint32_t *map = map_arr(f, f->map->map_off);
-	uint32_t slot = __atomic_load_n(&map[idx], __ATOMIC_ACQUIRE);
+	uint32_t slot = mc_load_acquire_u32(&map[idx]), got;
 
 	if (slot >= f->g.n_slots)
 		return false;
-	/* Our garbage goes first: 0xffffffff + 1 would be no pin at all. */
+	/*
+	 * The lane's own garbage (op_fast) goes first: 0xffffffff + 1 would be
+	 * no pin at all. Only where it holds nothing, so its count stays right.
+	 */
 	if (!f->fast_held[slot])
 		__atomic_store_n(&f->fast[slot], 0, __ATOMIC_RELEASE);
-	__atomic_fetch_add(&f->fast[slot], 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&map[idx], __ATOMIC_ACQUIRE) != slot) {
-		__atomic_fetch_sub(&f->fast[slot], 1, __ATOMIC_RELEASE);
+	got = mc_fast_pin_one(f->fast, map, f->g.n_slots, idx);
+	if (got == MOECACHE_NONE)
+		return false;
+	if (got != slot && !f->fast_held[got]) {
+		/* Moved in between onto a slot that may hold garbage: not a pin to count on. */
+		mc_fast_pin_put(f->fast, got);
 		return false;
 	}
-	f->fast_held[slot]++;
-	f->fast_idx[slot] = idx;
+	f->fast_held[got]++;
+	f->fast_idx[got] = idx;
 	return true;
 }
 
@@ -1629,12 +1635,16 @@ static void op_fast(struct fz_lane *l, struct fz_fd *f)
 		s = fast_pick_slot(l, f, true);
 		if (s == f->g.n_slots)
 			break;
-		__atomic_fetch_sub(&f->fast[s], 1, __ATOMIC_RELEASE);
+		mc_fast_pin_put(f->fast, s);
 		f->fast_held[s]--;
 		fz_trace(l, "fast unpin fd %d slot %u", f->fd, s);
 		break;
 	default:
-		/* Garbage only where the lane holds nothing: its pins stay what it counted. */
+		/*
+		 * Hostile client: garbage in its own region, deliberately not the
+		 * protocol; only where the lane holds nothing, so that its pins stay
+		 * what it counted.
+		 */
 		s = fast_pick_slot(l, f, false);
 		if (s == f->g.n_slots)
 			break;

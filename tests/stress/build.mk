@@ -8,8 +8,8 @@ VM_TESTS  += $(STRESS_BIN)
 # With no arguments: 20 s, 3 readers, 5 agents; ends "moecache-stress: 1 passed, 0 failed".
 VM_SUITES += moecache-stress
 
-# The map readers are libmoecache's (lib/mc_atomic.h).
-$(OBJ)/tests/stress/%.o: CFLAGS += -I.
+# The map readers are libmoecache's (lib/protocol/mc_atomic.h).
+$(OBJ)/tests/stress/%.o: CFLAGS += $(LIBMOECACHE_PROTOCOL_CFLAGS)
 
 $(STRESS_BIN): $(OBJ)/tests/stress/ordering.o
 	@mkdir -p $(dir $@)

@@ -39,7 +39,7 @@
 
 #include <moecache.h>
 
-#include "lib/mc_atomic.h"
+#include "mc_atomic.h"
 
 #define ST_LAYERS 4
 #define ST_EXPERTS 16

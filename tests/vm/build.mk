@@ -7,7 +7,8 @@ VMTEST_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(wildcard tests/vm/*.c))
 VM_TESTS += $(VMTEST_BIN)
 VM_SUITES += moecache-vmtest
 
-$(OBJ)/tests/vm/%.o: CFLAGS += -Itests/harness
+# The harness, and libmoecache's fast pins and map readers (lib/protocol).
+$(OBJ)/tests/vm/%.o: CFLAGS += -Itests/harness $(LIBMOECACHE_PROTOCOL_CFLAGS)
 
 $(VMTEST_BIN): $(VMTEST_OBJS) $(TAP_LIB)
 	@mkdir -p $(dir $@)

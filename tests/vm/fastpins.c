@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "mc_fastpin.h"
 
 /* Two experts the tests make resident, and where; N is resident nowhere. */
 #define A_LAYER 1
@@ -75,28 +76,18 @@ static void fp_detach(struct fp_client *fc)
 
 static void fp_unpin(struct fp_client *fc, __u32 slot)
 {
-	__u32 n = __atomic_load_n(&fc->pins[slot], __ATOMIC_RELAXED);
-
-	__atomic_store_n(&fc->pins[slot], n - 1, __ATOMIC_RELEASE);
+	mc_fast_pin_put(fc->pins, slot);
 }
 
-/* The fast pin protocol: the slot now pinned for idx, or NONE. */
+/* libmoecache's fast pin (lib/protocol/mc_fastpin.h): the slot now pinned for idx, or NONE. */
 static __u32 fp_pin(struct fp_client *fc, __u32 idx)
 {
-	const __u32 *map = fc->v.map;
-	__u32 s = __atomic_load_n(&map[idx], __ATOMIC_ACQUIRE), n;
+	__u32 s = vm_load32(&fc->v.map[idx]);
 
-	if (s == MOECACHE_NONE)
-		return MOECACHE_NONE;
-	VM_ASSERT_MSG(s < fc->v.att.n_slots, "map[%u] = %u is out of range", idx, s);
-	n = __atomic_load_n(&fc->pins[s], __ATOMIC_RELAXED);
-	__atomic_store_n(&fc->pins[s], n + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&map[idx], __ATOMIC_ACQUIRE) == s)
-		return s;
-	/* Unpublished meanwhile: the driver may be taking the slot. */
-	fp_unpin(fc, s);
-	return MOECACHE_NONE;
+	/* The library takes an entry past n_slots for a miss; the driver must never publish one. */
+	VM_ASSERT_MSG(s == MOECACHE_NONE || s < fc->v.att.n_slots, "map[%u] = %u is out of range",
+		      idx, s);
+	return mc_fast_pin_one(fc->pins, fc->v.map, fc->v.att.n_slots, idx);
 }
 
 /* ---- the agent's side ------------------------------------------------- */

@@ -24,6 +24,7 @@
 #include <linux/capability.h>
 
 #include "harness.h"
+#include "mc_atomic.h"
 
 const struct vm_geom vm_geom_default = {
     .n_layers = 4,
@@ -242,12 +243,12 @@ __u32 vm_idx(const struct vm_view *v, __u32 layer, __u32 expert)
 
 __u32 vm_load32(const __u32 *p)
 {
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+	return mc_load_acquire_u32(p);
 }
 
 __u64 vm_load64(const __u64 *p)
 {
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+	return mc_load_acquire_u64((const uint64_t *)p);
 }
 
 unsigned char *vm_host_record(const struct vm_view *v, __u32 idx)

@@ -7,7 +7,7 @@ DEB_PACKAGES += libcriterion-dev
 
 # The tests reach into lib/ (mc_internal.h) and write map regions in memory
 # with agent/memmap.h (libmoeagent.a).
-$(OBJ)/tests/unit/lib/%.o: CFLAGS += -I. $(CRIT_CFLAGS)
+$(OBJ)/tests/unit/lib/%.o: CFLAGS += -I. $(CRIT_CFLAGS) $(LIBMOECACHE_PROTOCOL_CFLAGS)
 
 $(LIB_UNIT_TEST): $(LIB_UNIT_OBJS) $(LIBOUT)/libmoeagent.a $(LIBOUT)/libmoecache.a
 	@mkdir -p $(dir $@)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "agent/memmap.h"
-#include "lib/mc_atomic.h"
+#include "mc_atomic.h"
 #include "libmoecache.h"
 
 Test(map, basic_bind_reads_geometry, .description = "binding a map region exposes its geometry")

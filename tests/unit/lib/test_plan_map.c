@@ -8,7 +8,7 @@
 #include <errno.h>
 
 #include "agent/memmap.h"
-#include "lib/mc_atomic.h"
+#include "mc_atomic.h"
 #include "libmoecache.h"
 
 /* copy 100 us, CPU 120 us, layer 10 us, 4 layers (horizon 40 us). */

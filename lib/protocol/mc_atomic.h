@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Named accessors for memory shared with the driver (the map region).
+ * libmoecache's own readers; tests and tools that read a map region without
+ * a handle include this header (LIBMOECACHE_PROTOCOL_CFLAGS in lib/build.mk).
  *
  * The driver changes map entries under a sequence counter (odd while a
  * change is in progress) and stores a map[] entry with release order only
@@ -47,13 +49,24 @@ static inline void mc_cpu_relax(unsigned int *spins)
 #endif
 }
 
+/*
+ * One try of mc_seq_read_begin, for a reader that bounds its wait: false
+ * while a change is in progress (odd); else *start is the sequence and the
+ * reads that follow are ordered after it.
+ */
+static inline bool mc_seq_read_try_begin(const uint32_t *seq, uint32_t *start)
+{
+	*start = mc_load_acquire_u32(seq);
+	return !(*start & 1);
+}
+
 /* Waits for an even sequence and returns it; reads that follow are ordered after it. */
 static inline uint32_t mc_seq_read_begin(const uint32_t *seq)
 {
 	unsigned int spins = 0;
 	uint32_t s;
 
-	while ((s = mc_load_acquire_u32(seq)) & 1)
+	while (!mc_seq_read_try_begin(seq, &s))
 		mc_cpu_relax(&spins);
 	return s;
 }

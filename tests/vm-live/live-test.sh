@@ -1,12 +1,17 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# moecache-live: the agreement between the real system and the simulator
-# that moecache guarantees (docs/live-vs-sim.md): one client acquiring with
-# WAIT, no prefetch, policy lru, on a trace whose per-layer expert lists are
-# in id order (OLMoE) gives exactly the simulator's hits and misses; so does
-# the default policy at 25% and 50%, where the agent's candidate window
-# leaves it the simulator's choices. Runs in
-# the test VM (tools/vm/run moecache-live). Prints one
+# moecache-live: end-to-end checks of what reaches the agent's slot choice
+# through the driver (docs/live-vs-sim.md). The simulator runs moecached's
+# own slot choice (agent/slots.c; the unit test
+# sim/basic_victims_are_the_agents_choice fails if it stops), so the
+# choice itself cannot differ; what these rows check is the live path that
+# feeds it: the driver's access[] counters and clocks scanned in order, the
+# request queue read in the client's order, ACQUIRE_RELEASE with WAIT, the
+# agent's rounds and window. One client with WAIT, no prefetch, policy lru,
+# on a trace whose per-layer expert lists are in id order (OLMoE) gives
+# exactly the simulator's hits and misses; so does the default policy at
+# 25% and 50%. Then moecache-decode's --cold cpu and --cold plan, end to
+# end. Runs in the test VM (tools/vm/run moecache-live). Prints one
 # "ok N - name # description" line per test and "live: P passed, F failed".
 set -u
 

@@ -9,8 +9,9 @@ DEB_PACKAGES += libcriterion-dev libjson-c-dev
 
 $(OBJ)/tests/unit/trace/%.o: CFLAGS += -I. $(CRIT_CFLAGS)
 
-# test_cli.c runs the CLI from build/bin.
+# test_cli.c runs the CLI from build/bin. test_sim.c counts the agent's slot
+# choices the simulator makes (the wrap).
 $(TRACE_UNIT_TEST): $(TRACE_UNIT_OBJS) $(LIBOUT)/libmoetrace.a $(LIBOUT)/libmoeagent.a \
 		    $(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a | $(BIN)/moecache-trace
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JSONC_LIBS) -lm
+	$(CC) $(LDFLAGS) -Wl,--wrap=agent_slots_choose -o $@ $^ $(CRIT_LIBS) $(JSONC_LIBS) -lm

@@ -11,6 +11,7 @@
 
 #include <criterion/criterion.h>
 
+#include "agent/slots.h"
 #include "tools/trace/batch.h"
 #include "tools/trace/sim.h"
 
@@ -1069,5 +1070,62 @@ Test(sim, basic_tiers_time_model,
 	cr_expect_leq(r.total_us, r.tiers[0].time_us + r.tiers[1].time_us + r.tiers[2].time_us +
 				      r.host_us + 1e-6);
 	moe_trace_view_free(&v);
+	moe_trace_free(t);
+}
+
+/*
+ * The simulator's slot choice is the agent's (agent/slots.c), so
+ * `moecache-trace sim` and moecached choose the same victims by
+ * construction: agent_slots_choose is wrapped at link time
+ * (-Wl,--wrap, tests/unit/trace/build.mk) to count its answers, and every
+ * fill and every eviction the simulator reports must be one of them. A
+ * simulator with a slot choice of its own fails here.
+ */
+static struct {
+	uint64_t chosen;  /* slots handed out */
+	uint64_t victims; /* of them, slots that held an expert */
+} sim_choices;
+
+int __real_agent_slots_choose(struct agent_slots *s, uint32_t idx, bool prefetch);
+int __wrap_agent_slots_choose(struct agent_slots *s, uint32_t idx, bool prefetch);
+
+int __wrap_agent_slots_choose(struct agent_slots *s, uint32_t idx, bool prefetch)
+{
+	int slot = __real_agent_slots_choose(s, idx, prefetch);
+
+	if (slot >= 0) {
+		sim_choices.chosen++;
+		if (moecache_map_owner(s->map, (uint32_t)slot) != MOECACHE_NONE)
+			sim_choices.victims++;
+	}
+	return slot;
+}
+
+Test(sim, basic_victims_are_the_agents_choice,
+     .description = "every slot the simulator fills and every victim it evicts is the answer of "
+		    "the agent's agent_slots_choose, for lru, lfu and the default, with prefetch")
+{
+	static const char *const policies[] = {"lru", "lfu", NULL};
+	struct moe_trace *t = gen_trace(64, 4, sel_random);
+
+	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+		for (int prefetch = 0; prefetch < 2; prefetch++) {
+			const char *name = policies[i] ? policies[i] : "default";
+			struct moe_sim_result r;
+
+			memset(&sim_choices, 0, sizeof(sim_choices));
+			sim(t, policies[i], 24, false, prefetch, &r);
+			cr_assert_gt(r.evictions, 0, "%s: nothing evicted", name);
+			cr_expect_eq(sim_choices.victims, r.evictions,
+				     "%s, prefetch %d: %lu evictions, %lu from agent_slots_choose",
+				     name, prefetch, (unsigned long)r.evictions,
+				     (unsigned long)sim_choices.victims);
+			cr_expect_eq(sim_choices.chosen, r.misses - r.bypassed + r.prefetch_issued,
+				     "%s, prefetch %d: %lu fills, %lu from agent_slots_choose",
+				     name, prefetch,
+				     (unsigned long)(r.misses - r.bypassed + r.prefetch_issued),
+				     (unsigned long)sim_choices.chosen);
+		}
+	}
 	moe_trace_free(t);
 }

@@ -160,25 +160,42 @@ static void tap_reap_leftovers(pid_t pgid)
 	}
 }
 
-static void tap_first_line(const char *text, char *out, size_t len)
+/*
+ * The last non-empty line of text (where tap_fail_at and tap_skip leave
+ * their reason, just before the process ends): its offset and length.
+ */
+static size_t tap_last_line(const char *text, size_t *len)
 {
-	size_t n = strcspn(text, "\n");
+	size_t end = strlen(text), start;
 
-	if (n >= len)
-		n = len - 1;
-	memcpy(out, text, n);
-	out[n] = 0;
+	while (end && text[end - 1] == '\n')
+		end--;
+	start = end;
+	while (start && text[start - 1] != '\n')
+		start--;
+	*len = end - start;
+	return start;
+}
+
+static void tap_copy_line(const char *text, size_t len, char *out, size_t size)
+{
+	if (len >= size)
+		len = size - 1;
+	memcpy(out, text, len);
+	out[len] = 0;
 }
 
 static void tap_classify(int status, bool hung, unsigned int timeout_s, struct tap_outcome *o)
 {
 	char first[sizeof(o->reason) - 64];
+	size_t len, at = tap_last_line(o->output, &len);
 
-	tap_first_line(o->output, first, sizeof(first));
+	/* The test's last words: its failed check, or what it did before it hung or died. */
+	tap_copy_line(o->output + at, len, first, sizeof(first));
 	if (hung) {
-		tap_outcome_fail(o,
-				 "hung: still running %u s after its %u s timeout (uninterruptible?)",
-				 TAP_HANG_GRACE_S, timeout_s);
+		tap_outcome_fail(
+		    o, "hung: still running %u s after its %u s timeout (uninterruptible?)",
+		    TAP_HANG_GRACE_S, timeout_s);
 	} else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 		o->kind = TAP_PASS;
 	} else if (WIFEXITED(status) && WEXITSTATUS(status) == TAP_EXIT_SKIP) {
@@ -274,13 +291,12 @@ out:
 
 static void tap_print_diagnostics(const struct tap_outcome *o)
 {
+	size_t len, last = tap_last_line(o->output, &len);
+	char line[sizeof(o->reason)];
 	const char *p = o->output;
-	char first[sizeof(o->reason)];
 
-	/* A first line the reason quotes is not repeated; the rest goes out as comments. */
-	tap_first_line(p, first, sizeof(first));
-	if (first[0] && strstr(o->reason, first))
-		p += strcspn(p, "\n");
+	/* Every line but a last one the reason quotes goes out as a comment. */
+	tap_copy_line(o->output + last, len, line, sizeof(line));
 	while (*p) {
 		size_t n;
 
@@ -289,7 +305,8 @@ static void tap_print_diagnostics(const struct tap_outcome *o)
 			continue;
 		}
 		n = strcspn(p, "\n");
-		printf("# %.*s\n", (int)n, p);
+		if (p != o->output + last || !line[0] || !strstr(o->reason, line))
+			printf("# %.*s\n", (int)n, p);
 		p += n;
 	}
 }

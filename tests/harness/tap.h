@@ -7,7 +7,8 @@
  * and stderr captured and an alarm: a crash, a hang or a failed check fails
  * that test only. A test passes by returning, fails by calling tap_fail_at()
  * (or exiting non-zero) and is skipped by tap_skip() (exit status 77). What
- * it printed becomes the reason (the first line) and "# " diagnostics.
+ * it printed becomes the reason (its last line, where those two leave
+ * theirs) and "# " diagnostics (the rest).
  *
  * Names: category_what, the category one of basic_, bad_input_, permission_,
  * lifetime_, leak_, concurrency_, perf_; a suite whose table breaks that (or
@@ -80,8 +81,8 @@ struct tap_suite {
  * Runs the selected tests of the table and prints TAP; returns the exit
  * status for main(). argv[0] is the program name, the rest as above.
  */
-int tap_main(const struct tap_suite *suite, const struct tap_test *tests, size_t n_tests,
-	     int argc, char **argv);
+int tap_main(const struct tap_suite *suite, const struct tap_test *tests, size_t n_tests, int argc,
+	     char **argv);
 
 /* Whether name starts with one of the categories. */
 bool tap_name_has_category(const char *name);
@@ -99,11 +100,11 @@ __attribute__((noreturn, format(printf, 1, 2))) void tap_skip(const char *fmt, .
 /* ---- in the runner's hooks -------------------------------------------- */
 
 /* Fails o with the reason, unless it failed already (the first reason stays). */
-__attribute__((format(printf, 2, 3))) void tap_outcome_fail(struct tap_outcome *o,
-							     const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) void tap_outcome_fail(struct tap_outcome *o, const char *fmt,
+							    ...);
 /* Adds a line to o's diagnostics. */
-__attribute__((format(printf, 2, 3))) void tap_outcome_note(struct tap_outcome *o,
-							     const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) void tap_outcome_note(struct tap_outcome *o, const char *fmt,
+							    ...);
 
 /* ---- time -------------------------------------------------------------- */
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "mc_atomic.h"
 
 #define HAMMER_CLIENTS 3
 #define HAMMER_ITERS 150
@@ -403,7 +404,7 @@ static void seq_reader_main(void *arg)
 	VM_ASSERT(c.n_idx <= ARRAY_SIZE(map) && c.att.n_slots <= ARRAY_SIZE(owner));
 	vm_gate_pass(&r->ready);
 	for (;;) {
-		__u32 s1, s2;
+		__u32 s1;
 
 		if (++spins % 64 == 0) {
 			struct pollfd pfd = {.fd = r->stop.rd, .events = POLLIN};
@@ -411,18 +412,16 @@ static void seq_reader_main(void *arg)
 			if (poll(&pfd, 1, 0) > 0)
 				break;
 		}
-		s1 = __atomic_load_n(&c.hdr->seq, __ATOMIC_ACQUIRE);
-		if (s1 & 1) {
+		/* libmoecache's seqcount reader (lib/protocol/mc_atomic.h). */
+		if (!mc_seq_read_try_begin(&c.hdr->seq, &s1)) {
 			r->retries++;
 			continue;
 		}
 		for (idx = 0; idx < c.n_idx; idx++)
-			map[idx] = __atomic_load_n(&c.map[idx], __ATOMIC_RELAXED);
+			map[idx] = mc_load_relaxed_u32(&c.map[idx]);
 		for (s = 0; s < c.att.n_slots; s++)
-			owner[s] = __atomic_load_n(&c.owner[s], __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		s2 = __atomic_load_n(&c.hdr->seq, __ATOMIC_RELAXED);
-		if (s1 != s2) {
+			owner[s] = mc_load_relaxed_u32(&c.owner[s]);
+		if (mc_seq_read_retry(&c.hdr->seq, s1)) {
 			r->retries++;
 			continue;
 		}

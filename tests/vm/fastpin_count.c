@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "mc_fastpin.h"
 
 /* Slots of one page of a pins region (4 KiB pages of __u32). */
 #define FC_PER_PAGE 1024u
@@ -55,28 +56,20 @@ static void fc_detach(struct fc_client *fc)
 	vm_detach(&fc->v);
 }
 
-/* uapi/moecache.h's fast pin: the slot pinned for idx, or NONE. */
+/* libmoecache's fast pin (lib/protocol/mc_fastpin.h): the slot pinned for idx, or NONE. */
 static __u32 fc_pin(struct fc_client *fc, __u32 idx)
 {
-	__u32 s = __atomic_load_n(&fc->v.map[idx], __ATOMIC_ACQUIRE), n;
+	__u32 s = vm_load32(&fc->v.map[idx]);
 
-	if (s == MOECACHE_NONE)
-		return MOECACHE_NONE;
-	VM_ASSERT_MSG(s < fc->v.att.n_slots, "map[%u] = %u is out of range", idx, s);
-	n = __atomic_load_n(&fc->pins[s], __ATOMIC_RELAXED);
-	__atomic_store_n(&fc->pins[s], n + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&fc->v.map[idx], __ATOMIC_ACQUIRE) == s)
-		return s;
-	__atomic_store_n(&fc->pins[s], n, __ATOMIC_RELEASE);
-	return MOECACHE_NONE;
+	/* The library takes an entry past n_slots for a miss; the driver must never publish one. */
+	VM_ASSERT_MSG(s == MOECACHE_NONE || s < fc->v.att.n_slots, "map[%u] = %u is out of range",
+		      idx, s);
+	return mc_fast_pin_one(fc->pins, fc->v.map, fc->v.att.n_slots, idx);
 }
 
 static void fc_unpin(struct fc_client *fc, __u32 slot)
 {
-	__u32 n = __atomic_load_n(&fc->pins[slot], __ATOMIC_RELAXED);
-
-	__atomic_store_n(&fc->pins[slot], n - 1, __ATOMIC_RELEASE);
+	mc_fast_pin_put(fc->pins, slot);
 }
 
 /* Pins (layer, expert), which must be resident in slot. */

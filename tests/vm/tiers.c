@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "mc_fastpin.h"
 
 #define TIERS_MAX_BANKS 4
 
@@ -892,23 +893,15 @@ static void tiers_fast_attach(struct tiers_fast *f, const char *pool)
 	VM_ASSERT(f->pins != MAP_FAILED);
 }
 
+/* libmoecache's fast pin (lib/protocol/mc_fastpin.h): the slot pinned for idx, or NONE. */
 static __u32 tiers_fast_pin(struct tiers_fast *f, __u32 idx)
 {
-	__u32 s = __atomic_load_n(&f->v.map[idx], __ATOMIC_ACQUIRE);
-
-	if (s == MOECACHE_NONE)
-		return s;
-	__atomic_store_n(&f->pins[s], f->pins[s] + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&f->v.map[idx], __ATOMIC_ACQUIRE) == s)
-		return s;
-	__atomic_store_n(&f->pins[s], f->pins[s] - 1, __ATOMIC_RELEASE);
-	return MOECACHE_NONE;
+	return mc_fast_pin_one(f->pins, f->v.map, f->v.att.n_slots, idx);
 }
 
 static void tiers_fast_unpin(struct tiers_fast *f, __u32 s)
 {
-	__atomic_store_n(&f->pins[s], f->pins[s] - 1, __ATOMIC_RELEASE);
+	mc_fast_pin_put(f->pins, s);
 }
 
 static void tiers_fast_detach(struct tiers_fast *f)

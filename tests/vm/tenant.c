@@ -529,6 +529,12 @@ static void forking_agent_main(void *arg)
 		VM_OK(fcntl(a.fd, F_SETFL, O_NONBLOCK));
 		job->child_read_err = read(a.fd, &req, sizeof(req)) < 0 ? errno : 0;
 		job->child_info_err = ioctl(a.fd, MOECACHE_IOC_GET_INFO, &info) < 0 ? errno : 0;
+		/*
+		 * Set here too, before the gate: the parent's store below may
+		 * come after the test has read it, and kill(0, ...) would end
+		 * the test's own process group.
+		 */
+		job->child = getpid();
 		vm_gate_pass(&job->ready);
 		/* Keeps the inherited agent file open until killed. */
 		for (;;)

@@ -1,5 +1,6 @@
 # The moecache Python package: the C extension over libmoecache and moecache.torch.
-DEB_PACKAGES += python3-dev python3-setuptools python3-numpy python3-torch
+DEB_PACKAGES += python3-dev python3-setuptools python3-numpy python3-torch \
+	python3-all-dev dh-python
 
 # Debian's interpreter: python3-torch and python3-numpy are installed for it.
 PYTHON        ?= /usr/bin/python3
@@ -20,6 +21,11 @@ $(PY_EXT): lib/python/src/_moecache.c lib/python/src/dlpack_abi.h lib/python/set
 	cd lib/python && MOECACHE_INCLUDE=$(abspath $(BUILD)/include) \
 		MOECACHE_LIBDIR=$(abspath $(LIBOUT)) CC="$(CC)" $(PYTHON) setup.py -q build_ext \
 		--force --build-lib $(abspath $(PY_OUT)) --build-temp $(abspath $(OBJ)/lib/python)
+
+# The package in the build tree alone, for the interpreter PYTHON (debian/rules
+# runs it once per supported Python 3).
+.PHONY: python-package
+python-package: $(PY_EXT) $(PY_COPIES)
 
 $(PY_OUT)/moecache/%: lib/python/moecache/%
 	@mkdir -p $(dir $@)

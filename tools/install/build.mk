@@ -1,5 +1,5 @@
 # Installing: `make install`/`make uninstall` (DESTDIR, PREFIX and the GNU
-# directories below; nothing is written outside them), `make deb` (the four
+# directories below; nothing is written outside them), `make deb` (the five
 # Debian packages of debian/, with lintian) and `make check-install` (the
 # packages installed and used on a booted Debian 12, tools/install/check-install).
 MOECACHE_VERSION := 0.1.0
@@ -65,8 +65,9 @@ install-files:
 	+@$(MAKE) --no-print-directory $(INSTALL_OUT)/libmoecache.pc $(INSTALL_OUT)/dkms.conf \
 		$(patsubst tools/systemd/%,$(INSTALL_OUT)/%,$(INSTALL_UNITS))
 
-# `install` is this and, from lib/python/build.mk, the Python package;
-# debian/rules installs this part alone (python3-moecache is not packaged yet).
+# `install` is this and, from lib/python/build.mk, the Python package
+# (install-python; debian/rules runs the two apart, the second once per
+# supported Python 3, for python3-moecache).
 .PHONY: install install-moecache
 install: install-moecache
 install-moecache: $(INSTALL_SBIN) $(INSTALL_BIN) $(LIBMOECACHE_SO) $(LIBMOECACHE_A) install-files
@@ -124,7 +125,7 @@ uninstall-moecache:
 .PHONY: moecache-programs
 moecache-programs: $(INSTALL_SBIN) $(INSTALL_BIN) $(LIBMOECACHE_SO) $(LIBMOECACHE_A)
 
-# The four .debs in build/deb/, built from a copy of the tree with
+# The five .debs in build/deb/, built from a copy of the tree with
 # dpkg-buildpackage, then lintian (fails on an error).
 .PHONY: deb
 deb:

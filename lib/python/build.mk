@@ -64,12 +64,13 @@ PY_VM_TEST := $(TESTOUT)/vm/moecache-python-vmtest
 VM_TESTS   += $(PY_VM_TEST)
 VM_SUITES  += moecache-python-vmtest
 
-# The unit tests' fake libcuda (tests/unit/gpu), for the DLPack test of a
-# CUDA bank: in VM_TESTS, so that it lands in the VM's /usr/bin.
-PY_VM_FAKE_CUDA := $(TESTOUT)/vm/libmoecache-fakecuda.so
-VM_TESTS        += $(PY_VM_FAKE_CUDA)
+# The unit tests' fake libcuda and fake libhsakmt + libdrm_amdgpu
+# (tests/unit/gpu), for the DLPack tests of CUDA and ROCm banks: in
+# VM_TESTS, so that they land in the VM's /usr/bin.
+PY_VM_FAKE_GPU := $(TESTOUT)/vm/libmoecache-fakecuda.so $(TESTOUT)/vm/libmoecache-fakerocm.so
+VM_TESTS       += $(PY_VM_FAKE_GPU)
 
-$(PY_VM_FAKE_CUDA): $(TESTOUT)/unit/libmoecache-fakecuda.so
+$(PY_VM_FAKE_GPU): $(TESTOUT)/vm/%: $(TESTOUT)/unit/%
 	@mkdir -p $(dir $@)
 	cp $< $@
 

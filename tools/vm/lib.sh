@@ -216,14 +216,16 @@ vm_module_order()
 	done
 }
 
-# Prints the folder holding kernel $1's 9p client and virtio-pci modules
-# (from its linux-image package, decompressed) and the file "order" that
-# lists them in insmod order; downloads and extracts them the first time.
+# Prints the folder holding kernel $1's 9p client and virtio-pci modules,
+# and vgem (a DRM device whose buffers are dma-bufs, for the fake ROCm
+# driver's banks: lib/python/tests), from its linux-image package,
+# decompressed, and the file "order" that lists them in insmod order;
+# downloads and extracts them the first time.
 vm_fetch_9p_modules()
 {
 	local kver=$1 cache out tmp deb pkg f f_name
 	cache=$(vm_cache_dir)
-	out=$cache/kernel-$kver/modules-9p
+	out=$cache/kernel-$kver/modules-host
 	if [ ! -s "$out/order" ]; then
 		mkdir -p "$cache"
 		exec {lock9p_fd}>"$cache/.lock"
@@ -241,7 +243,11 @@ vm_fetch_9p_modules()
 			fi
 			for deb in "$tmp"/debs/*.deb; do
 				dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" --wildcards '*/fs/9p/*' \
-					'*/net/9p/*' '*/drivers/virtio/*' '*/fs/netfs/*' '*/fs/fscache/*' 2>/dev/null || true
+					'*/net/9p/*' '*/drivers/virtio/*' '*/fs/netfs/*' '*/fs/fscache/*' \
+					'*/drivers/gpu/drm/vgem/*' '*/drivers/gpu/drm/drm.ko*' \
+					'*/drivers/gpu/drm/drm_panel_orientation_quirks.ko*' \
+					'*/drivers/gpu/drm/drm_shmem_helper.ko*' '*/drivers/gpu/drm/drm_kms_helper.ko*' \
+					2>/dev/null || true
 			done
 			[ -z "$(find "$tmp/x" -name '9p.ko*' | head -n1)" ] || break
 		done
@@ -254,7 +260,7 @@ vm_fetch_9p_modules()
 			f_name=$(basename "$f")
 			vm_ko_unpack "$f" "$tmp/m/${f_name%.ko*}.ko"
 		done < <(find "$tmp/x" -name '*.ko*')
-		vm_module_order "$tmp/m" 9p 9pnet_virtio virtio_pci >"$tmp/m/order"
+		vm_module_order "$tmp/m" 9p 9pnet_virtio virtio_pci vgem >"$tmp/m/order"
 		rm -rf "$out"
 		mv "$tmp/m" "$out"
 		rm -rf "$tmp"

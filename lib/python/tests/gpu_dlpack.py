@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 import moecache  # noqa: E402
-from vm_cuda import KDLCUDA, dl_tensor  # noqa: E402
+from vm_gpu import KDLCUDA, dl_tensor  # noqa: E402
 
 
 def main() -> int:

@@ -5,8 +5,9 @@
 # /usr, run through host-run):
 #   - lib/python/tests/vm_client.py: moecache.Client's calls, errors,
 #     buffers, lifetime and permissions on a synthetic pool;
-#   - lib/python/tests/vm_cuda.py: a CUDA bank exported through DLPack, on
-#     the unit tests' fake CUDA driver (moecached --backend cuda);
+#   - lib/python/tests/vm_gpu.py: CUDA and ROCm banks exported through
+#     DLPack, on the unit tests' fake drivers (moecached --backend cuda,
+#     --backend rocm with vgem dma-bufs as VRAM);
 #   - tools/python/moecache-torch-decode multi: four processes decoding
 #     different prompts with the torch MoE model through one pool whose bank
 #     holds 25% of the experts, served by moecached, each checking every
@@ -121,33 +122,71 @@ moecachectl pool destroy $PYTEST_POOL
 moecachectl pool destroy $PYTEST_PRIV
 moecachectl pool destroy $PYTEST_RANGE
 
-# ---- a CUDA bank through DLPack, on the fake CUDA driver ------------------
-# The unit tests' fake libcuda (device memory is host memory), for the agent
-# here and for the client in /host (through /tmp, which both see).
-fake_cuda=/usr/bin/libmoecache-fakecuda.so
-if [ -f $fake_cuda ] && cp $fake_cuda /tmp/libmoecache-fakecuda.so &&
-	moecachectl pool create py-cuda --layers 2 --experts 8 --expert-bytes 4096 --slots 4 \
-		>"$work/cuda-setup.log" 2>&1 &&
-	moecachectl load py-cuda --synthetic --quiet >>"$work/cuda-setup.log" 2>&1; then
-	MOECACHE_LIBCUDA=/tmp/libmoecache-fakecuda.so moecached --pool py-cuda --backend cuda \
-		--foreground 2>"$work/cuda-agent.log" &
-	api_agent=$!
-	# The agent sets the bank once it started.
-	i=0
-	until moecachectl pool info py-cuda --json 2>/dev/null | grep -q '"bank"' ||
-		[ $i -gt 100 ]; do
-		sleep 0.1
-		i=$((i + 1))
+# ---- device banks through DLPack, on the unit tests' fake drivers ---------
+# One row per GPU backend: "BACKEND DEVICE FAKE" (DEVICE: the ordinal the
+# agent reports, the fakes have one GPU). The fake library goes to /tmp, which
+# the agent here and the client in /host both see; gpu_env_BACKEND sets
+# what the row needs for both (gpu_env_rocm: the fake's GPU 0 alone, a KFD
+# node, a render node and a sysfs tree for it at 0000:03:00.0, and vgem for
+# the agent's VRAM).
+# shellcheck disable=SC2317 # called as gpu_env_$backend
+gpu_env_cuda()
+{
+	echo "MOECACHE_LIBCUDA=$1"
+}
+
+# shellcheck disable=SC2317
+gpu_env_rocm()
+{
+	t=/tmp/fake-rocm
+	vgem=
+	for card in /sys/class/drm/card*; do
+		case $(readlink -f "$card/device") in
+		*vgem*) vgem=/dev/dri/${card##*/} ;;
+		esac
 	done
-	run_py_tests vm_cuda.py MOECACHE_LIBCUDA=/tmp/libmoecache-fakecuda.so \
-		PYTEST_CUDA_POOL=py-cuda
-	kill -TERM "$api_agent" && wait "$api_agent"
-	api_agent=
-	moecachectl pool destroy py-cuda
-else
-	not_ok cuda_setup "a pool served by moecached --backend cuda on the fake driver" \
-		"$(tail -n 3 "$work/cuda-setup.log" 2>/dev/null)"
-fi
+	if [ -z "$vgem" ] || [ ! -e "$vgem" ]; then
+		echo "no vgem device in /sys/class/drm (tools/vm loads vgem with MOECACHE_VM_HOST_USR=1)" >&2
+		return 1
+	fi
+	rm -rf $t && mkdir -p $t/dri $t/class/drm/renderD128 && : >$t/kfd && : >$t/dri/renderD128 &&
+		ln -s ../../../devices/pci0000:00/0000:00:01.1/0000:03:00.0 \
+			$t/class/drm/renderD128/device || return 1
+	echo "MOECACHE_LIBHSAKMT=$1 MOECACHE_LIBDRM_AMDGPU=$1 MOECACHE_KFD_DEVICE=$t/kfd" \
+		"MOECACHE_DRI_DIR=$t/dri MOECACHE_SYSFS_ROOT=$t FAKE_ROCM_VGEM=$vgem FAKE_ROCM_GPUS=1"
+}
+
+for row in "cuda 0 libmoecache-fakecuda.so" "rocm 0 libmoecache-fakerocm.so"; do
+	# shellcheck disable=SC2086 # the row's three words
+	set -- $row
+	backend=$1 device=$2 fake=$3 gpu_pool=py-$1
+	if [ -f "/usr/bin/$fake" ] && cp "/usr/bin/$fake" "/tmp/$fake" &&
+		env=$(gpu_env_$backend "/tmp/$fake" 2>"$work/$backend-setup.log") &&
+		moecachectl pool create $gpu_pool --layers 2 --experts 8 --expert-bytes 4096 --slots 4 \
+			>>"$work/$backend-setup.log" 2>&1 &&
+		moecachectl load $gpu_pool --synthetic --quiet >>"$work/$backend-setup.log" 2>&1; then
+		# shellcheck disable=SC2086 # env is a list of VAR=value words
+		env $env moecached --pool $gpu_pool --backend "$backend" --foreground \
+			2>"$work/$backend-agent.log" &
+		api_agent=$!
+		# The agent sets the bank once it started.
+		i=0
+		until moecachectl pool info $gpu_pool --json 2>/dev/null | grep -q '"bank"' ||
+			[ $i -gt 100 ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
+		# shellcheck disable=SC2086
+		run_py_tests vm_gpu.py $env PYTEST_GPU_BACKEND="$backend" PYTEST_GPU_POOL=$gpu_pool \
+			PYTEST_GPU_DEVICE="$device"
+		kill -TERM "$api_agent" && wait "$api_agent"
+		api_agent=
+		moecachectl pool destroy $gpu_pool
+	else
+		not_ok "${backend}_setup" "a pool served by moecached --backend $backend on the fake driver" \
+			"$(tail -n 3 "$work/$backend-setup.log" 2>/dev/null)"
+	fi
+done
 
 # ---- four torch decoders on one pool, through an agent kill -9 ------------
 # One interpreter writes the checkpoint, waits for the pool to be loaded,

@@ -24,6 +24,10 @@
  *   FAKE_ROCM_GPUS=N       only the first N GPUs exist (default 9)
  *   FAKE_ROCM_SDMA_US=N    each COPY_LINEAR takes N microseconds
  *   FAKE_ROCM_NO_EVENTS=1  hsaKmtCreateEvent fails (completions are polled)
+ *   FAKE_ROCM_VGEM=NODE    VRAM BOs are dumb buffers of the vgem device NODE
+ *                          (/dev/dri/cardN) and their fds real dma-bufs, which
+ *                          the driver's BANK_SET of a ROCm bank requires (the
+ *                          VM tests: a ROCm pool served by moecached)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +40,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/ioctl.h>
+
 #include <amdgpu.h>
+#include <drm.h>
+#include <drm_mode.h>
 #include <amdgpu_drm.h>
 #include <hsakmt.h>
 
@@ -569,16 +577,46 @@ int amdgpu_query_gpu_info(amdgpu_device_handle dev, struct amdgpu_gpu_info *info
 	return 0;
 }
 
+/* A dma-buf of at least size bytes: a vgem dumb buffer exported by PRIME. */
+static int fake_vgem_dmabuf(const char *node, uint64_t size)
+{
+	struct drm_mode_create_dumb dumb = {.width = 4096, .bpp = 8};
+	struct drm_prime_handle prime = {.flags = DRM_CLOEXEC | DRM_RDWR};
+	struct drm_gem_close gem_close = {0};
+	int card, ret;
+
+	dumb.height = (uint32_t)((size + 4095) / 4096);
+	card = open(node, O_RDWR | O_CLOEXEC);
+	if (card < 0)
+		return -errno;
+	ret = ioctl(card, DRM_IOCTL_MODE_CREATE_DUMB, &dumb) ? -errno : 0;
+	if (!ret) {
+		prime.handle = dumb.handle;
+		ret = ioctl(card, DRM_IOCTL_PRIME_HANDLE_TO_FD, &prime) ? -errno : prime.fd;
+		gem_close.handle = dumb.handle;
+		ioctl(card, DRM_IOCTL_GEM_CLOSE, &gem_close);
+	}
+	close(card);
+	return ret;
+}
+
 int amdgpu_bo_alloc(amdgpu_device_handle dev, struct amdgpu_bo_alloc_request *req,
 		    amdgpu_bo_handle *out)
 {
 	struct amdgpu_bo *bo = calloc(1, sizeof(*bo));
+	const char *vgem = getenv("FAKE_ROCM_VGEM");
 
 	if (!bo || req->preferred_heap != AMDGPU_GEM_DOMAIN_VRAM)
 		goto fail;
-	bo->memfd = memfd_create("fake-vram", MFD_CLOEXEC);
-	if (bo->memfd < 0 || ftruncate(bo->memfd, (off_t)req->alloc_size))
-		goto fail;
+	if (vgem && *vgem) {
+		bo->memfd = fake_vgem_dmabuf(vgem, req->alloc_size);
+		if (bo->memfd < 0)
+			goto fail;
+	} else {
+		bo->memfd = memfd_create("fake-vram", MFD_CLOEXEC);
+		if (bo->memfd < 0 || ftruncate(bo->memfd, (off_t)req->alloc_size))
+			goto fail;
+	}
 	bo->size = req->alloc_size;
 	*out = bo;
 	fake_count(&fake_live.bos, 1);

@@ -1407,6 +1407,8 @@ static int pool_setup_banks(struct agent_pool *p, const struct mc_gpu_params *gp
 		    .n_slots = b->layout.n_slots,
 		    .bank = i,
 		    .device = b->layout.device,
+		    /* a layout that names the backend names the device too */
+		    .fixed_device = b->layout.backend != MOECACHE_BACKEND_NONE,
 		    .expert_bytes = p->info->expert_bytes,
 		    .copy_threads = p->cfg->copy_threads,
 		    .copy_delay_us = p->cfg->copy_delay_us,

@@ -1333,6 +1333,80 @@ static int test_tiers_kill_during_demotion(struct e2e *e)
 	return ret;
 }
 
+/*
+ * CUDA banks on the fake driver's four GPUs (peers 0-1 and 2-3): each bank
+ * is on the GPU its layout names, clients' slots hold the right bytes, and
+ * moves between banks on peer GPUs 2 and 3 are device to device.
+ */
+static int test_tiers_cuda_banks_on_named_devices(struct e2e *e)
+{
+	static const char *const banks[] = {"0:cuda:2:8", "1:cuda:3:12", "2:cuda:0:12", NULL};
+	static const uint32_t device[] = {2, 3, 0};
+	static const char *const cuda[] = {"--gpu-library", "/usr/bin/libmoecache-fakecuda.so",
+					   NULL};
+	const char *pool = "e2e-tiers-cuda";
+	char log[512], out[3][512];
+	struct moecache *mc = NULL;
+	pid_t agent, clients[3];
+	int ret = 0;
+
+	if (e2e_pool_create_banks(e, pool, banks))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	/* The fake driver reads these in the agent (inherited through fork). */
+	setenv("FAKE_CUDA_DEVICES", "4", 1);
+	setenv("FAKE_CUDA_PEER_GROUP", "2", 1);
+	agent = e2e_agent_start(e, pool, log, cuda);
+	unsetenv("FAKE_CUDA_DEVICES");
+	unsetenv("FAKE_CUDA_PEER_GROUP");
+	if (e2e_agent_ready(e, log, 30000) || e2e_client(e, pool, &mc)) {
+		e2e_kill(agent, SIGKILL);
+		e2e_pool_destroy(e, pool);
+		return -1;
+	}
+	for (uint32_t b = 0; b < 3 && !ret; b++) {
+		struct moecache_bank desc;
+		int err = moecache_bank_get_index(mc, b, &desc);
+
+		if (err) {
+			ret = e2e_fail(e, "BANK_GET of bank %u: %s", b, strerror(-err));
+			break;
+		}
+		close(desc.fd);
+		if (desc.backend != MOECACHE_BACKEND_CUDA || desc.device != device[b])
+			ret = e2e_fail(e, "bank %u: backend %u device %u (want cuda on GPU %u)", b,
+				       desc.backend, desc.device, device[b]);
+	}
+	/* The fake's exported handle is a memfd: the clients map and compare it. */
+	for (int i = 0; i < 3; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "client%d", i);
+		e2e_path(e, out[i], sizeof(out[i]), pool, name);
+		clients[i] = ret ? -1 : e2e_tier_client_start(pool, out[i], 11 + (uint64_t)i, 20);
+	}
+	for (int i = 0; i < 3; i++) {
+		int status = clients[i] > 0 ? e2e_wait(clients[i], 300000) : 0;
+
+		if (status == -ETIMEDOUT)
+			e2e_kill(clients[i], SIGKILL);
+		if (!ret && clients[i] > 0)
+			ret = e2e_decode_verdict(e, status, out[i]);
+	}
+	if (!ret)
+		ret = e2e_check_one_bank(e, mc, NULL);
+	if (!ret)
+		ret = e2e_check_resident_bytes(e, mc);
+	moecache_close(mc);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	/* Moves between GPUs 2 and 3 (peers) are device to device. */
+	if (!ret)
+		ret = e2e_tier_log(e, log);
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
 static const struct e2e_test e2e_tests[] = {
     {"basic_miss_becomes_hit", "one client's miss is another client's hit on the same slot",
      test_miss_becomes_hit},
@@ -1377,6 +1451,10 @@ static const struct e2e_test e2e_tests[] = {
     {"basic_tiers_static_placement_slices",
      "--tier-placement static: each lower bank holds only its slice of every layer's experts",
      test_tiers_static_placement_slices},
+    {"basic_tiers_cuda_banks_on_named_devices",
+     "three CUDA banks on the fake driver's GPUs 2, 3 and 0: each bank is on the GPU its "
+     "layout names, 3 verifying clients, moves between peer GPUs are device to device",
+     test_tiers_cuda_banks_on_named_devices},
     {"lifetime_tiers_kill_during_demotion",
      "the agent killed while it demotes: every expert in one bank or none, no slot half-copied",
      test_tiers_kill_during_demotion},

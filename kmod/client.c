@@ -55,7 +55,10 @@ static bool request_add(struct moecache_pool *pool, struct moecache_file *mf,
 		return false;
 	if (mf && !__test_and_set_bit(idx, mf->asked))
 		pool->n_askers[idx]++;
+	/* The flags of every ask, DEMAND winning over CPU (uapi). */
 	pool->req_flags[idx] |= flag;
+	if (pool->req_flags[idx] & MOECACHE_REQ_DEMAND)
+		pool->req_flags[idx] &= ~MOECACHE_REQ_CPU;
 	if (pool->estate[idx] != ES_IDLE)
 		return false;
 	pool->estate[idx] = ES_QUEUED;
@@ -435,6 +438,8 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 	    ((ac.req.flags & MOECACHE_ACQ_KEEP_WAITING) &&
 	     !(ac.req.flags & MOECACHE_ACQ_WAIT)) ||
 	    ((ac.req.flags & MOECACHE_ACQ_NO_QUEUE) &&
+	     (ac.req.flags & MOECACHE_ACQ_WAIT)) ||
+	    ((ac.req.flags & MOECACHE_ACQ_CPU) &&
 	     (ac.req.flags & MOECACHE_ACQ_WAIT)))
 		return -EINVAL;
 	/* A WAIT that the bank cannot hold at once would never end. */
@@ -505,6 +510,8 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 		misses++;
 		if (!(ac.req.flags & MOECACHE_ACQ_NO_QUEUE))
 			wake_agent |= request_add(pool, mf, idx,
+						  (ac.req.flags & MOECACHE_ACQ_CPU) ?
+						  MOECACHE_REQ_CPU :
 						  MOECACHE_REQ_DEMAND);
 	}
 	/* One layer per call: count once for the pool and the layer. */

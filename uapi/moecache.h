@@ -165,7 +165,8 @@ struct moecache_attach {
 #define MOECACHE_ACQ_WAIT		(1u << 0)	/* sleep until every expert is pinned */
 #define MOECACHE_ACQ_KEEP_WAITING	(1u << 1)	/* with WAIT: no agent is no error */
 #define MOECACHE_ACQ_NO_QUEUE		(1u << 2)	/* pin hits only, queue nothing */
-#define MOECACHE_ACQ_FLAGS_ALL		0x7u
+#define MOECACHE_ACQ_CPU		(1u << 3)	/* misses computed on the CPU */
+#define MOECACHE_ACQ_FLAGS_ALL		0xfu
 
 /*
  * MOECACHE_IOC_ACQUIRE: one layer, count expert ids (global ids, inside
@@ -175,6 +176,9 @@ struct moecache_attach {
  * fails having pinned nothing (-ETIMEDOUT, -EPIPE, -EIO, -EINTR); a WAIT
  * for more experts than the bank has slots is -EINVAL. Of the WAITs
  * asleep on a pool, only the oldest holds pins while it sleeps.
+ * With CPU the caller computes this call's misses on the CPU: they are
+ * queued as MOECACHE_REQ_CPU (an admission nobody waits on) instead of
+ * MOECACHE_REQ_DEMAND; WAIT|CPU is -EINVAL, NO_QUEUE|CPU queues nothing.
  */
 struct moecache_acquire {
 	__u32 layer;
@@ -239,6 +243,11 @@ struct moecache_prefetch {
 /* One request, as read() returns them to the agent. */
 #define MOECACHE_REQ_DEMAND		(1u << 0)	/* somebody waits or missed */
 #define MOECACHE_REQ_PREFETCH		(1u << 1)	/* a hint */
+#define MOECACHE_REQ_CPU		(1u << 2)	/* an ACQ_CPU miss: nobody waits */
+/*
+ * The flags of one request are those of every ask since it was queued,
+ * except that DEMAND wins: a request with DEMAND never carries CPU.
+ */
 struct moecache_request {
 	__u32 layer;
 	__u32 expert;			/* global id */

@@ -1006,7 +1006,7 @@ static void acquire_common(struct fz_lane *l, struct fz_fd *f, bool with_release
 	if (fz_chance(l, 1, 16)) {
 		switch (fz_below(l, 4)) {
 		case 0:
-			req->flags = 1u << (3 + fz_below(l, 29));
+			req->flags = 1u << (4 + fz_below(l, 28));
 			fz_defect(&e, "unknown-flags", EINVAL, 0);
 			break;
 		case 1:

@@ -24,6 +24,7 @@ static const struct vm_suite *const vm_suites[] = {
     &vm_tenant_suite,
     &vm_fastpin_count_suite,
     &vm_queue_depth_suite,
+    &vm_acq_cpu_suite,
     &vm_memlock_suite,
     &vm_probing_suite,
     &vm_tiers_suite,

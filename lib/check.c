@@ -78,6 +78,8 @@ int mc_check_acquire_flags(uint32_t flags)
 		return -EINVAL;
 	if ((flags & MOECACHE_ACQ_NO_QUEUE) && (flags & MOECACHE_ACQ_WAIT))
 		return -EINVAL;
+	if ((flags & MOECACHE_ACQ_CPU) && (flags & MOECACHE_ACQ_WAIT))
+		return -EINVAL;
 	return 0;
 }
 

@@ -267,9 +267,12 @@ int moecache_acquire_plan(struct moecache *mc, const struct moecache_plan_cost *
 	for (uint32_t j = 0; j < n_wait; j++)
 		slots[at[j]] = got[j];
 
-	/* Admitted CPU experts: queued as misses now, behind the waited copies. */
+	/*
+	 * Admitted CPU experts: queued as MOECACHE_REQ_CPU, which the agent
+	 * serves after its pending demand requests (the waited copies).
+	 */
 	ret = plan_acquire_cpu(mc, layer, experts, count, slots, action,
-			       PLAN_BIT(MOECACHE_PLAN_CPU_ADMIT), 0, &r);
+			       PLAN_BIT(MOECACHE_PLAN_CPU_ADMIT), MOECACHE_ACQ_CPU, &r);
 	/* The others: the access is counted, nothing is queued. */
 	if (!ret)
 		ret = plan_acquire_cpu(mc, layer, experts, count, slots, action,

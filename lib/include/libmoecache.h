@@ -342,13 +342,14 @@ int moecache_plan_lookup(const struct moecache_map *m, const struct moecache_pla
  * moecache_acquire_release with the plan: drops the pins of release_slots,
  * plans the layer (moecache_plan_lookup), then pins the hits and waits for
  * the misses the plan copies (one ACQUIRE with MOECACHE_ACQ_WAIT), queues
- * the admitted CPU experts as ordinary misses (ACQUIRE without WAIT), and
- * tells the driver of the other CPU experts without queueing them
+ * the admitted CPU experts (ACQUIRE with MOECACHE_ACQ_CPU), and tells the
+ * driver of the other CPU experts without queueing them
  * (MOECACHE_ACQ_NO_QUEUE). Every expert is acquired once, so the access
  * and miss counters and the agent's policy see each access once. The agent
  * knows a miss was computed on the CPU and not admitted by never getting
- * a request for it; an admitted one reaches it as a miss, queued after
- * the layer's waited copies (docs/policy.md).
+ * a request for it; an admitted one reaches it as a MOECACHE_REQ_CPU
+ * request, which it serves after the pending demand ones, such as the
+ * layer's waited copies (docs/policy.md).
  *
  * Writes slots[i] (MOECACHE_NONE for an expert to compute on the CPU: read
  * it with moecache_host_expert) and action[i]; an expert the plan gave the

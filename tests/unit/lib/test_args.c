@@ -116,7 +116,7 @@ Test(client, bad_input_acquire_repeated_expert, .description = "a repeated exper
 }
 
 Test(client, bad_input_acquire_flag_combinations,
-     .description = "unknown flags, KEEP_WAITING without WAIT, NO_QUEUE with WAIT are EINVAL")
+     .description = "unknown flags, KEEP_WAITING without WAIT, NO_QUEUE or CPU with WAIT are EINVAL")
 {
 	uint32_t e = 8, s;
 
@@ -125,6 +125,9 @@ Test(client, bad_input_acquire_flag_combinations,
 		     -EINVAL);
 	cr_assert_eq(
 	    moecache_acquire(&mc, 0, &e, 1, &s, MOECACHE_ACQ_NO_QUEUE | MOECACHE_ACQ_WAIT, 0, NULL),
+	    -EINVAL);
+	cr_assert_eq(
+	    moecache_acquire(&mc, 0, &e, 1, &s, MOECACHE_ACQ_CPU | MOECACHE_ACQ_WAIT, 0, NULL),
 	    -EINVAL);
 }
 

@@ -8,7 +8,9 @@
  * is retried on the timer) while every slot is pinned or filling, and a
  * prefetch the policy declines is parked until a slot frees up, or
  * promoted to a demand when the expert's access[] counter shows that a
- * client asked for it meanwhile.
+ * client asked for it meanwhile. A CPU request (MOECACHE_REQ_CPU: a miss
+ * its client computed on the CPU, an admission nobody waits on) is served
+ * as a demand, but only once no demand request is pending.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,6 +49,7 @@ enum pool_req_state {
 	REQ_DEMAND,
 	REQ_PREFETCH,
 	REQ_PARKED,
+	REQ_CPU,
 };
 
 enum pool_serve_result {
@@ -128,6 +131,7 @@ struct agent_pool {
 	uint8_t *req_state;	  /* [n_idx] enum pool_req_state */
 	uint32_t *park_access;	  /* [n_idx]: access[] as of before the request was read */
 	struct idx_fifo demand;	  /* demand requests, oldest first */
+	struct idx_fifo cpu;	  /* CPU requests, oldest first */
 	struct idx_fifo prefetch; /* prefetch requests, oldest first */
 	struct idx_fifo parked;	  /* declined prefetches */
 
@@ -473,7 +477,7 @@ static enum pool_serve_result pool_serve(struct agent_pool *p, uint32_t idx, boo
 
 /* ---- several banks: tier moves ---- */
 
-static int pool_enqueue(struct agent_pool *p, uint32_t idx, bool demand);
+static int pool_enqueue(struct agent_pool *p, uint32_t idx, enum pool_req_state kind);
 
 static uint32_t pool_inflight(const struct agent_pool *p)
 {
@@ -569,7 +573,7 @@ static int pool_plan_abandon(struct agent_pool *p, struct pool_plan *pl, bool re
 		return 0;
 	pool_idx_ids(p, idx, &layer, &expert);
 	if (moecache_map_slot(p->map, layer, expert) == MOECACHE_NONE)
-		return pool_enqueue(p, idx, true);
+		return pool_enqueue(p, idx, REQ_DEMAND);
 	return 0;
 }
 
@@ -759,15 +763,47 @@ static void pool_tiers_scan(struct agent_pool *p, uint64_t clock)
 
 /* ---- requests ---- */
 
-static int pool_enqueue(struct agent_pool *p, uint32_t idx, bool demand)
+/* How urgent a state is: a request only ever moves up (a demand wins). */
+static int pool_req_rank(uint8_t st)
+{
+	switch (st) {
+	case REQ_DEMAND:
+		return 3;
+	case REQ_CPU:
+		return 2;
+	case REQ_PREFETCH:
+	case REQ_PARKED:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* kind: REQ_DEMAND, REQ_CPU or REQ_PREFETCH. */
+static int pool_enqueue(struct agent_pool *p, uint32_t idx, enum pool_req_state kind)
 {
 	uint8_t *st = &p->req_state[idx];
 
-	if (*st == REQ_DEMAND || (*st != REQ_NONE && !demand))
+	if (pool_req_rank(*st) >= pool_req_rank(kind))
 		return 0;
-	/* An upgraded prefetch leaves a stale entry in its queue: skipped when popped. */
-	*st = demand ? REQ_DEMAND : REQ_PREFETCH;
-	return fifo_push(demand ? &p->demand : &p->prefetch, idx);
+	/* An upgraded request leaves a stale entry in its queue: skipped when popped. */
+	*st = kind;
+	return fifo_push(kind == REQ_DEMAND ? &p->demand
+			 : kind == REQ_CPU  ? &p->cpu
+					    : &p->prefetch,
+			 idx);
+}
+
+/* The queue a request read from the driver goes to (the driver never sets CPU with DEMAND). */
+static enum pool_req_state pool_req_kind(uint32_t flags)
+{
+	if (flags & MOECACHE_REQ_DEMAND)
+		return REQ_DEMAND;
+	if (flags & MOECACHE_REQ_CPU)
+		return REQ_CPU;
+	if (flags & MOECACHE_REQ_PREFETCH)
+		return REQ_PREFETCH;
+	return REQ_DEMAND;
 }
 
 static int pool_read_requests(struct agent_pool *p)
@@ -795,9 +831,7 @@ static int pool_read_requests(struct agent_pool *p)
 			 * cannot queue a new request) moves it past this mark.
 			 */
 			p->park_access[idx] = p->view->access_seen[idx];
-			ret = pool_enqueue(p, idx,
-					   !(reqs[i].flags & MOECACHE_REQ_PREFETCH) ||
-					       (reqs[i].flags & MOECACHE_REQ_DEMAND));
+			ret = pool_enqueue(p, idx, pool_req_kind(reqs[i].flags));
 			if (ret)
 				return ret;
 		}
@@ -826,10 +860,10 @@ static int pool_review_parked(struct agent_pool *p)
 		if (moecache_map_access(p->map, idx) != p->park_access[idx]) {
 			p->req_state[idx] = REQ_NONE;
 			p->n_promoted++;
-			ret = pool_enqueue(p, idx, true);
+			ret = pool_enqueue(p, idx, REQ_DEMAND);
 		} else if (p->view->maybe_free) {
 			p->req_state[idx] = REQ_NONE;
-			ret = pool_enqueue(p, idx, false);
+			ret = pool_enqueue(p, idx, REQ_PREFETCH);
 		} else {
 			ret = fifo_push(&p->parked, idx);
 		}
@@ -869,7 +903,7 @@ static int pool_schedule(struct agent_pool *p)
 	uint32_t idx;
 
 	p->starved = false;
-	if (!p->demand.len && !p->prefetch.len)
+	if (!p->demand.len && !p->cpu.len && !p->prefetch.len)
 		return 0;
 	if (!p->warned_unloaded && !(moecache_map_flags(p->map) & MOECACHE_POOL_LOADED)) {
 		agent_warn(p->log, p->name, "copying from host pages not marked loaded");
@@ -908,6 +942,24 @@ static int pool_schedule(struct agent_pool *p)
 	if (p->warned_starved)
 		agent_info(p->log, p->name, "slots available again");
 	p->warned_starved = false;
+
+	/*
+	 * CPU requests: computed on the CPU already, nobody waits on their
+	 * copies, so they come after every pending demand and cancel nothing;
+	 * one that finds no slot waits for the timer as a demand does.
+	 */
+	while (fifo_peek(&p->cpu, &idx)) {
+		if (p->req_state[idx] != REQ_CPU) {
+			fifo_pop(&p->cpu);
+			continue;
+		}
+		if (pool_serve(p, idx, false) == SERVE_WAIT) {
+			p->starved = true;
+			return 0;
+		}
+		fifo_pop(&p->cpu);
+		p->req_state[idx] = REQ_NONE;
+	}
 
 	while (fifo_peek(&p->prefetch, &idx)) {
 		fifo_pop(&p->prefetch);
@@ -1636,6 +1688,7 @@ static void pool_teardown(struct agent_pool *p)
 	free(p->req_state);
 	free(p->park_access);
 	free(p->demand.items);
+	free(p->cpu.items);
 	free(p->prefetch.items);
 	free(p->parked.items);
 	free(p->fills);

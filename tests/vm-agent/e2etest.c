@@ -319,6 +319,51 @@ out:
 	return ret;
 }
 
+/* A miss acquired with MOECACHE_ACQ_CPU (a MOECACHE_REQ_CPU request) is filled all the same. */
+static int test_cpu_miss_admitted(struct e2e *e)
+{
+	const char *pool = "e2e-cpu-miss";
+	struct moecache_acquire_result ra, rb;
+	struct moecache *a = NULL, *b = NULL;
+	uint32_t expert = 6, slot_a, slot_b = MOECACHE_NONE;
+	uint64_t deadline;
+	char log[512];
+	pid_t agent;
+	int ret = -1;
+
+	if (e2e_pool_create(e, pool, 64))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	agent = e2e_agent_start(e, pool, log, NULL);
+	if (e2e_agent_ready(e, log, 30000) || e2e_client(e, pool, &a) || e2e_client(e, pool, &b))
+		goto out;
+	ret = moecache_acquire(a, 2, &expert, 1, &slot_a, MOECACHE_ACQ_CPU, 0, &ra);
+	if (ret || ra.n_hits != 0 || slot_a != MOECACHE_NONE) {
+		ret =
+		    e2e_fail(e, "client A: CPU acquire %d, hits %u (want a miss)", ret, ra.n_hits);
+		goto out;
+	}
+	/* B only looks (NO_QUEUE): the expert can arrive only by A's request. */
+	deadline = e2e_now_ms() + 30000;
+	do {
+		ret = moecache_acquire(b, 2, &expert, 1, &slot_b, MOECACHE_ACQ_NO_QUEUE, 0, &rb);
+		if (ret || slot_b != MOECACHE_NONE)
+			break;
+		e2e_sleep_ms(5);
+	} while (e2e_now_ms() < deadline);
+	if (ret || slot_b == MOECACHE_NONE)
+		ret = e2e_fail(e, "client B: acquire %d, the CPU miss never became resident", ret);
+	else
+		ret = moecache_release(b, &slot_b, 1);
+out:
+	moecache_close(a);
+	moecache_close(b);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
 static int test_kill9_clients_finish(struct e2e *e)
 {
 	const char *pool = "e2e-kill9";
@@ -1410,6 +1455,9 @@ static int test_tiers_cuda_banks_on_named_devices(struct e2e *e)
 static const struct e2e_test e2e_tests[] = {
     {"basic_miss_becomes_hit", "one client's miss is another client's hit on the same slot",
      test_miss_becomes_hit},
+    {"basic_cpu_miss_admitted",
+     "a miss acquired with MOECACHE_ACQ_CPU reaches the agent and becomes resident",
+     test_cpu_miss_admitted},
     {"lifetime_agent_kill9_clients_finish",
      "kill -9 of the agent under 4 decoding clients: they wait, then finish verified after a "
      "restart",

@@ -59,20 +59,6 @@ enum { OPT_JSON = 256, OPT_FROM_AGENT, OPT_AGENT_FILE, OPT_TIMEOUT, OPT_HELP };
 
 /* ---- bank ---- */
 
-static const char *backend_name(uint32_t backend)
-{
-	switch (backend) {
-	case MOECACHE_BACKEND_CPU:
-		return "cpu";
-	case MOECACHE_BACKEND_CUDA:
-		return "cuda";
-	case MOECACHE_BACKEND_ROCM:
-		return "rocm";
-	default:
-		return "none";
-	}
-}
-
 static void format_uuid(char *buf, size_t len, const uint8_t *u)
 {
 	snprintf(buf, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
@@ -146,7 +132,7 @@ int ctl_cmd_bank(struct ctl *ctl, int argc, char **argv)
 
 		json_object_object_add(o, "pool", json_object_new_string(pool));
 		json_object_object_add(o, "backend",
-				       json_object_new_string(backend_name(bank.backend)));
+				       json_object_new_string(ctl_backend_name(bank.backend)));
 		json_object_object_add(o, "device", json_object_new_int64(bank.device));
 		json_object_object_add(o, "device_uuid", json_object_new_string(uuid));
 		json_object_object_add(o, "bank_bytes",
@@ -162,7 +148,8 @@ int ctl_cmd_bank(struct ctl *ctl, int argc, char **argv)
 		ctl_format_bytes(bytes, sizeof(bytes), bank.bank_bytes);
 		ctl_format_bytes(stride, sizeof(stride), bank.slot_stride);
 		printf("pool:         %s\n", pool);
-		printf("backend:      %s (device %u)\n", backend_name(bank.backend), bank.device);
+		printf("backend:      %s (device %u)\n", ctl_backend_name(bank.backend),
+		       bank.device);
 		printf("device uuid:  %s\n", uuid);
 		printf("bank bytes:   %llu (%s)\n", bank.bank_bytes, bytes);
 		printf("slot stride:  %llu (%s)\n", bank.slot_stride, stride);

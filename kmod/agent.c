@@ -392,7 +392,9 @@ static struct file *bank_view_open(struct file *bank)
 /*
  * What BANK_SET may be given: never a file of this driver (whose release
  * would wait for the pool it is held by), and the file type the backend
- * implies, at least bank_bytes long.
+ * implies, at least bank_bytes long. A ROCm bank is a dma-buf, so a kernel
+ * built without CONFIG_DMA_SHARED_BUFFER refuses every one, and the call to
+ * dma_buf_get() is compiled out there.
  */
 static int bank_check(struct file *bank, const struct moecache_bank *req)
 {
@@ -408,6 +410,9 @@ static int bank_check(struct file *bank, const struct moecache_bank *req)
 			ret = -EINVAL;
 		break;
 	case MOECACHE_BACKEND_ROCM:
+		/* A kernel without dma-buf has no ROCm bank to give. */
+		if (!IS_ENABLED(CONFIG_DMA_SHARED_BUFFER))
+			return -EINVAL;
 		dmabuf = dma_buf_get(req->fd);
 		if (IS_ERR(dmabuf))
 			return -EINVAL;

@@ -5,6 +5,7 @@
  * starve the other clients. Each test names the hole it pins.
  */
 #include <fcntl.h>
+#include <linux/udmabuf.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -352,6 +353,70 @@ static void bad_input_bank_set_wrong_file(struct vm_ctx *ctx)
 	close(small);
 	close(pipefd[0]);
 	close(pipefd[1]);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+/*
+ * A dma-buf of `bytes` from /dev/udmabuf over a sealed memfd, or -1 with
+ * errno set (ENOENT: the kernel has no udmabuf).
+ */
+static int udmabuf_of(size_t bytes)
+{
+	struct udmabuf_create c;
+	int dev, memfd, buf;
+
+	dev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+	if (dev < 0)
+		return -1;
+	memfd = memfd_create("moecache-vmtest-dmabuf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	VM_ASSERT(memfd >= 0);
+	VM_OK(ftruncate(memfd, (off_t)bytes));
+	VM_OK(fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK));
+	memset(&c, 0, sizeof(c));
+	c.memfd = (__u32)memfd;
+	c.flags = UDMABUF_FLAGS_CLOEXEC;
+	c.size = bytes;
+	buf = ioctl(dev, UDMABUF_CREATE, &c);
+	close(memfd);
+	close(dev);
+	return buf;
+}
+
+/*
+ * A ROCm bank is a dma-buf at least bank_bytes long: one from udmabuf of
+ * that size is taken, a shorter one is EINVAL.
+ */
+static void basic_bank_set_rocm_dmabuf(struct vm_ctx *ctx)
+{
+	struct moecache_bank b;
+	struct vm_view a;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes;
+	int whole, half;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	bank_desc(&a, -1, MOECACHE_BACKEND_ROCM, &b);
+	bytes = ((size_t)b.bank_bytes + page - 1) / page * page;
+	whole = udmabuf_of(bytes);
+	if (whole < 0 && errno == ENOENT) {
+		vm_detach(&a);
+		vm_pool_destroy(ctx->pool);
+		vm_skip("this kernel has no /dev/udmabuf");
+	}
+	VM_ASSERT(whole >= 0);
+	/* The default geometry's bank is 8 slots of 64 KiB: pages to spare. */
+	VM_ASSERT(bytes >= 2 * page);
+	half = udmabuf_of(bytes / 2 / page * page);
+	VM_ASSERT(half >= 0);
+	b.fd = half;
+	VM_REFUSED(&a, EINVAL, ioctl(a.fd, MOECACHE_IOC_BANK_SET, &b));
+	VM_EQ(a.hdr->flags & MOECACHE_POOL_BANK, 0);
+	b.fd = whole;
+	VM_OK(ioctl(a.fd, MOECACHE_IOC_BANK_SET, &b));
+	VM_ASSERT(a.hdr->flags & MOECACHE_POOL_BANK);
+	close(half);
+	close(whole);
 	vm_detach(&a);
 	vm_pool_destroy(ctx->pool);
 }
@@ -804,6 +869,8 @@ static const struct vm_test tenant_tests[] = {
     VM_TEST(bad_input_bank_set_device_fd, "BANK_SET of a /dev/moecache fd is EINVAL"),
     VM_TEST(bad_input_bank_set_wrong_file,
 	    "a CPU bank must be a memfd of bank_bytes, a ROCm bank a dma-buf (EINVAL)"),
+    VM_TEST(basic_bank_set_rocm_dmabuf,
+	    "a ROCm bank is a dma-buf of bank_bytes: a udmabuf of that size is taken, a shorter one EINVAL"),
     VM_TEST(bad_input_acquire_wait_more_than_slots,
 	    "ACQUIRE|WAIT for more experts than slots is EINVAL at once"),
     VM_TEST_TIMEOUT(concurrency_wait_demands_exceed_bank,

@@ -33,6 +33,8 @@
 
 struct agent {
 	struct agent_config cfg;
+	int argc; /* the command line, applied again over the file at SIGHUP */
+	char **argv;
 	struct agent_log log;
 	struct agent_pool *pools[AGENT_MAX_POOLS];
 	struct mc_gpu_budget gpu_budget; /* gpu_budget_mb, shared by the pools' banks */
@@ -56,9 +58,12 @@ static void agent_reload(struct agent *a)
 	struct agent_config fresh;
 	char err[512];
 
+	/*
+	 * The settings as at start: the defaults, the file as it is now, then
+	 * the command line, which wins over the file (moecached(8)).
+	 */
 	if (a->cfg.config_path[0]) {
-		agent_config_defaults(&fresh);
-		if (agent_config_load(&fresh, a->cfg.config_path, err, sizeof(err))) {
+		if (agent_config_from_args(&fresh, a->argc, a->argv, err, sizeof(err))) {
 			agent_err(&a->log, NULL, "reload: %s", err);
 		} else {
 			agent_log_set_level(&a->log, fresh.log_level);
@@ -210,6 +215,8 @@ int main(int argc, char **argv)
 	if (!a)
 		return 1;
 	a->signal_fd = a->exit_fd = a->epfd = -1;
+	a->argc = argc;
+	a->argv = argv;
 	ret = agent_config_from_args(&a->cfg, argc, argv, err, sizeof(err));
 	if (ret == 1) {
 		fputs(err, stdout);

@@ -381,6 +381,30 @@ installed:
 		     installed > 0 ? ", over the installed profile" : "");
 }
 
+/*
+ * After the agent wrote its own profile: where that file is also the one
+ * `moecachectl profile load` installs (RUN_DIR/POOL.profile.json, as under
+ * systemd), remember it as read, so that the next SIGHUP does not take the
+ * agent's own ranking for an administrator's and rebuild the policy over it.
+ */
+static void pool_saw_own_profile(struct agent_pool *p)
+{
+	char run[PATH_MAX];
+	struct stat saved, installed;
+
+	if (agent_config_run_path(p->cfg, p->name, ".profile.json", run, sizeof(run)) ||
+	    stat(run, &installed) || stat(p->profile_path, &saved))
+		return;
+	if (saved.st_ino == installed.st_ino && saved.st_dev == installed.st_dev)
+		p->installed_profile = installed;
+}
+
+/*
+ * Saves the policy's ranking to the --profile file (SIGUSR1, stop). With
+ * nothing accessed since the start, the profile the agent started with is
+ * still its ranking: the file is kept, with a new time, so that whoever
+ * waits for the save (`moecachectl profile save --from-agent`) sees it.
+ */
 static void pool_save_profile(struct agent_pool *p)
 {
 	struct moe_profile ranking = {0};
@@ -390,10 +414,9 @@ static void pool_save_profile(struct agent_pool *p)
 		return;
 	agent_slots_scan_access(p->view, moecache_map_clock(p->map));
 	ret = moe_policy_ranking(p->view->policy, &ranking);
-	if (!ret && ranking.n == 0) {
-		/* Nothing was accessed: keep the profile we started with. */
-		moe_profile_free(&ranking);
-		return;
+	if (!ret && ranking.n == 0 && utimensat(AT_FDCWD, p->profile_path, NULL, 0) == 0) {
+		agent_info(p->log, p->name, "profile %s kept: nothing accessed", p->profile_path);
+		goto out;
 	}
 	if (!ret)
 		ret = moe_profile_save(p->profile_path, &ranking);
@@ -403,6 +426,8 @@ static void pool_save_profile(struct agent_pool *p)
 	else
 		agent_info(p->log, p->name, "profile saved to %s (%u experts)", p->profile_path,
 			   ranking.n);
+out:
+	pool_saw_own_profile(p);
 	moe_profile_free(&ranking);
 }
 

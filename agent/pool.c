@@ -10,7 +10,10 @@
  * promoted to a demand when the expert's access[] counter shows that a
  * client asked for it meanwhile. A CPU request (MOECACHE_REQ_CPU: a miss
  * its client computed on the CPU, an admission nobody waits on) is served
- * as a demand, but only once no demand request is pending.
+ * once no demand request is pending, and its copy yields to every demand
+ * copy that comes later (agent/fill.h); a client that asks for its expert
+ * meanwhile makes it a demand (promotion), and a demand that finds every
+ * slot pinned or filling cancels it (the admission is dropped).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +30,7 @@
 
 #include "copy/backend.h"
 #include "copy/copy_queue.h"
+#include "fill.h"
 #include "lib/gpu/common.h"
 #include "libmoecache.h"
 #include "policy/policy.h"
@@ -82,6 +86,13 @@ struct pool_plan {
 	bool wanted;	  /* the last step fills a request */
 	bool prefetch;
 	bool in_use;
+};
+
+/* The fill a slot of a one-bank pool is copied for (agent/fill.h). */
+struct pool_fill {
+	uint32_t mark;	 /* access[] of its expert when the agent took it */
+	uint8_t kind;	 /* enum agent_fill_kind */
+	bool cancelling; /* cancelled (or promoted): not again */
 };
 
 struct pool_bank {
@@ -148,12 +159,16 @@ struct agent_pool {
 	bool warned_unloaded;
 	uint32_t *warm_list; /* local indices to warm, hottest first */
 	uint32_t warm_len, warm_next;
-	uint32_t prefetch_inflight; /* copies flagged MOECACHE_FILL_PREFETCH */
+	uint32_t prefetch_inflight;  /* prefetch and warm-up copies */
+	uint32_t cpu_inflight;	     /* CPU admissions copying */
+	struct pool_fill *slot_fill; /* [n_slots], one bank */
 	bool warm_ready;
 	uint32_t n_clients;
 
 	uint64_t n_requests, n_fills, n_evictions, n_aborts, n_parked, n_promoted;
-	uint64_t n_cancelled; /* prefetch copies cancelled for a starved demand */
+	uint64_t n_cancelled;	 /* prefetch copies cancelled for a starved demand */
+	uint64_t n_cpu_dropped;	 /* CPU admissions cancelled for one */
+	uint64_t n_cpu_promoted; /* CPU admissions a client then asked for: made demands */
 
 	/* The request path's view: &slots, or bank 0's with several banks. */
 	struct agent_slots *view;
@@ -433,13 +448,25 @@ out:
 
 /* ---- fills ---- */
 
-static int pool_start_copy(struct agent_pool *p, uint32_t slot, uint32_t idx, uint32_t flags)
+/*
+ * Starts the copy of idx into slot for a fill of kind; mark: idx's access[]
+ * when the agent took it (agent_fill_asked_since).
+ */
+static int pool_start_copy(struct agent_pool *p, uint32_t slot, uint32_t idx,
+			   enum agent_fill_kind kind, uint32_t mark)
 {
-	struct agent_copy c = {.slot = slot, .flags = flags};
+	struct agent_copy c = {.slot = slot, .flags = agent_fill_copy_flags(kind)};
+	int ret;
 
 	pool_idx_ids(p, idx, &c.layer, &c.expert);
 	c.src = p->host + (uint64_t)idx * p->info->expert_bytes;
-	return agent_backend_copy(p->be, &c);
+	ret = agent_backend_copy(p->be, &c);
+	if (ret)
+		return ret;
+	p->slot_fill[slot] = (struct pool_fill){.mark = mark, .kind = (uint8_t)kind};
+	p->prefetch_inflight += kind == AGENT_FILL_PREFETCH;
+	p->cpu_inflight += kind == AGENT_FILL_CPU;
+	return 0;
 }
 
 /* Gives slot back after a fill that could not start or failed. */
@@ -458,10 +485,16 @@ static void pool_abort_fill(struct agent_pool *p, uint32_t slot, uint32_t idx)
 
 static enum pool_serve_result pool_serve_tiered(struct agent_pool *p, uint32_t idx, bool prefetch);
 
-/* Takes a slot for idx and starts its copy. */
-static enum pool_serve_result pool_serve(struct agent_pool *p, uint32_t idx, bool prefetch)
+/*
+ * Takes a slot for idx and starts its copy for a fill of kind. Several
+ * banks: a CPU admission is copied as a demand (the tier moves have no
+ * yielding class).
+ */
+static enum pool_serve_result pool_serve(struct agent_pool *p, uint32_t idx,
+					 enum agent_fill_kind kind)
 {
 	uint32_t layer, expert, old_layer, old_expert;
+	bool prefetch = kind == AGENT_FILL_PREFETCH;
 	int slot, ret;
 
 	if (p->n_banks > 1)
@@ -488,13 +521,12 @@ static enum pool_serve_result pool_serve(struct agent_pool *p, uint32_t idx, boo
 		if (old_layer != MOECACHE_NONE)
 			p->n_evictions++;
 		agent_slots_taken(&p->slots, slot, idx, prefetch);
-		ret = pool_start_copy(p, slot, idx, prefetch ? MOECACHE_FILL_PREFETCH : 0);
+		ret = pool_start_copy(p, slot, idx, kind, p->park_access[idx]);
 		if (ret) {
 			agent_err(p->log, p->name, "copy into slot %d: %s", slot, strerror(-ret));
 			pool_abort_fill(p, slot, idx);
 			return SERVE_WAIT;
 		}
-		p->prefetch_inflight += prefetch;
 		return SERVE_STARTED;
 	}
 	return SERVE_WAIT;
@@ -856,6 +888,13 @@ static int pool_read_requests(struct agent_pool *p)
 			 * cannot queue a new request) moves it past this mark.
 			 */
 			p->park_access[idx] = p->view->access_seen[idx];
+			/*
+			 * A CPU request: its own acquire counted an access before it
+			 * was queued, so the mark is the counter now; a client asking
+			 * later moves it (agent_fill_asked_since).
+			 */
+			if (pool_req_kind(reqs[i].flags) == REQ_CPU)
+				p->park_access[idx] = moecache_map_access(p->map, idx);
 			ret = pool_enqueue(p, idx, pool_req_kind(reqs[i].flags));
 			if (ret)
 				return ret;
@@ -905,21 +944,63 @@ static uint64_t pool_step_window(const struct agent_pool *p)
 }
 
 /*
- * A demand miss finds every slot pinned or filling: the prefetch copies
- * not finished are cancelled (a queued one at once, a running one after
- * its chunk; copy_queue.h), so that no prefetch stands in front of a demand
- * miss; their slots come back through pool_collect. Demand copies are
- * never cancelled (the engine answers -ENOENT for them), nor anything by
- * an engine without cancel.
+ * A demand miss finds every slot pinned or filling: the prefetch copies and
+ * the CPU admissions not finished are cancelled (a queued one at once, a
+ * running one after its chunk; copy_queue.h), so that neither stands in
+ * front of a demand miss; their slots come back through pool_collect,
+ * which drops the CPU ones (agent_fill_finished). Demand copies are never
+ * cancelled, nor anything by an engine without cancel. One bank.
  */
 static void pool_cancel_prefetches(struct agent_pool *p)
 {
-	for (uint32_t idx = 0; idx < p->n_idx && p->prefetch_inflight; idx++) {
-		uint32_t slot = p->slots.filling[idx];
+	if (p->n_banks > 1 || (!p->prefetch_inflight && !p->cpu_inflight))
+		return;
+	for (uint32_t slot = 0; slot < p->info->n_slots; slot++) {
+		struct pool_fill *f = &p->slot_fill[slot];
 
-		if (slot != MOECACHE_NONE)
-			agent_backend_cancel(p->be, slot);
+		if (f->cancelling || (f->kind != AGENT_FILL_PREFETCH && f->kind != AGENT_FILL_CPU))
+			continue;
+		f->cancelling = true;
+		agent_backend_cancel(p->be, slot);
 	}
+}
+
+/*
+ * Promotion of the CPU admissions a client asked for since the agent took
+ * them (a client that misses on an expert whose request the agent holds
+ * queues nothing, but counts an access): one still queued here becomes a
+ * demand request; one copying is cancelled, and pool_collect copies it
+ * again, whole, as a demand into the same slot (agent_fill_finished). So
+ * a waiting client never waits behind the demands that came after it, and
+ * no second copy of the expert is started. On the timer, which runs at
+ * retry_ms while the agent holds CPU admissions.
+ */
+static int pool_review_cpu(struct agent_pool *p)
+{
+	for (uint32_t i = 0; i < p->cpu.len; i++) {
+		uint32_t idx = p->cpu.items[(p->cpu.head + i) % p->cpu.cap];
+		int ret;
+
+		if (p->req_state[idx] != REQ_CPU ||
+		    !agent_fill_asked_since(p->park_access[idx], moecache_map_access(p->map, idx)))
+			continue;
+		ret = pool_enqueue(p, idx, REQ_DEMAND);
+		if (ret)
+			return ret;
+		p->n_cpu_promoted++;
+	}
+	for (uint32_t slot = 0; p->cpu_inflight && slot < p->info->n_slots; slot++) {
+		struct pool_fill *f = &p->slot_fill[slot];
+		uint32_t idx = p->slots.held[slot];
+
+		if (f->kind != AGENT_FILL_CPU || f->cancelling || idx == MOECACHE_NONE ||
+		    !agent_fill_asked_since(f->mark, moecache_map_access(p->map, idx)))
+			continue;
+		f->cancelling = true;
+		if (!agent_backend_cancel(p->be, slot))
+			p->n_cpu_promoted++;
+	}
+	return 0;
 }
 
 static int pool_schedule(struct agent_pool *p)
@@ -950,7 +1031,7 @@ static int pool_schedule(struct agent_pool *p)
 			fifo_pop(&p->demand);
 			continue;
 		}
-		if (pool_serve(p, idx, false) == SERVE_WAIT) {
+		if (pool_serve(p, idx, AGENT_FILL_DEMAND) == SERVE_WAIT) {
 			p->starved = true;
 			pool_cancel_prefetches(p);
 			if (!p->warned_starved)
@@ -970,15 +1051,17 @@ static int pool_schedule(struct agent_pool *p)
 
 	/*
 	 * CPU requests: computed on the CPU already, nobody waits on their
-	 * copies, so they come after every pending demand and cancel nothing;
-	 * one that finds no slot waits for the timer as a demand does.
+	 * copies, so they come after every pending demand, cancel nothing and
+	 * are copied in the class that yields to later demand copies
+	 * (agent/fill.h); one that finds no slot waits for the timer as a
+	 * demand does.
 	 */
 	while (fifo_peek(&p->cpu, &idx)) {
 		if (p->req_state[idx] != REQ_CPU) {
 			fifo_pop(&p->cpu);
 			continue;
 		}
-		if (pool_serve(p, idx, false) == SERVE_WAIT) {
+		if (pool_serve(p, idx, AGENT_FILL_CPU) == SERVE_WAIT) {
 			p->starved = true;
 			return 0;
 		}
@@ -990,7 +1073,7 @@ static int pool_schedule(struct agent_pool *p)
 		fifo_pop(&p->prefetch);
 		if (p->req_state[idx] != REQ_PREFETCH)
 			continue;
-		if (pool_serve(p, idx, true) != SERVE_WAIT) {
+		if (pool_serve(p, idx, AGENT_FILL_PREFETCH) != SERVE_WAIT) {
 			p->req_state[idx] = REQ_NONE;
 			continue;
 		}
@@ -1069,12 +1152,12 @@ static void pool_warm_step(struct agent_pool *p)
 		if (ret)
 			continue; /* EEXIST: a request got there first */
 		agent_slots_taken(&p->slots, slot, idx, true);
-		ret = pool_start_copy(p, slot, idx, MOECACHE_FILL_PREFETCH);
+		ret = pool_start_copy(p, slot, idx, AGENT_FILL_PREFETCH,
+				      moecache_map_access(p->map, idx));
 		if (ret) {
 			pool_abort_fill(p, slot, idx);
 			break;
 		}
-		p->prefetch_inflight++;
 	}
 	if (p->warm_next >= p->warm_len) {
 		free(p->warm_list);
@@ -1114,6 +1197,54 @@ static void pool_commit_batch(struct agent_pool *p, const struct moecache_fill *
 	}
 }
 
+/*
+ * One finished copy of a one-bank pool: a whole one goes into fills for the
+ * batch's COMMIT (*n_ok counts them); the rest as agent_fill_finished says.
+ */
+static void pool_copy_finished(struct agent_pool *p, const struct agent_copy *c, uint32_t *n_ok)
+{
+	uint32_t idx = moecache_map_idx(p->map, c->layer, c->expert);
+	struct pool_fill f = p->slot_fill[c->slot];
+	enum agent_fill_kind kind = (enum agent_fill_kind)f.kind;
+	bool asked = agent_fill_asked_since(f.mark, moecache_map_access(p->map, idx));
+
+	p->slot_fill[c->slot] = (struct pool_fill){0};
+	if (kind == AGENT_FILL_PREFETCH && p->prefetch_inflight)
+		p->prefetch_inflight--;
+	if (kind == AGENT_FILL_CPU && p->cpu_inflight)
+		p->cpu_inflight--;
+	switch (agent_fill_finished(kind, c->status, asked)) {
+	case AGENT_FILL_COMMIT:
+		p->fills[(*n_ok)++] = (struct moecache_fill){
+		    .slot = c->slot,
+		    .layer = c->layer,
+		    .expert = c->expert,
+		    .flags = agent_fill_commit_flags(kind),
+		};
+		return;
+	case AGENT_FILL_RECOPY:
+		/* The slot stays this agent's, filling: no abort, no second slot. */
+		if (!pool_start_copy(p, c->slot, idx, AGENT_FILL_DEMAND, f.mark))
+			return;
+		agent_err(p->log, p->name, "copy into slot %u again failed", c->slot);
+		break;
+	case AGENT_FILL_DROPPED:
+		/* Cancelled for a starved demand: its next CPU miss admits it again. */
+		p->n_cancelled++;
+		p->n_cpu_dropped++;
+		break;
+	case AGENT_FILL_CANCELLED:
+		/* pool_cancel_prefetches: the slot goes back, no error. */
+		p->n_cancelled++;
+		break;
+	case AGENT_FILL_ABORT:
+		agent_err(p->log, p->name, "copy into slot %u failed: %s", c->slot,
+			  strerror(-c->status));
+		break;
+	}
+	pool_abort_fill(p, c->slot, idx);
+}
+
 static int pool_collect(struct agent_pool *p)
 {
 	int n;
@@ -1124,32 +1255,8 @@ static int pool_collect(struct agent_pool *p)
 		n = agent_backend_completions(p->be, p->done_copies, p->max_batch);
 		if (n < 0)
 			return n;
-		for (int i = 0; i < n; i++) {
-			const struct agent_copy *c = &p->done_copies[i];
-
-			if ((c->flags & MOECACHE_FILL_PREFETCH) && p->prefetch_inflight)
-				p->prefetch_inflight--;
-			if (c->status == -ECANCELED && (c->flags & MOECACHE_FILL_PREFETCH)) {
-				/* pool_cancel_prefetches: the slot goes back, no error. */
-				p->n_cancelled++;
-				pool_abort_fill(p, c->slot,
-						moecache_map_idx(p->map, c->layer, c->expert));
-				continue;
-			}
-			if (c->status) {
-				agent_err(p->log, p->name, "copy into slot %u failed: %s", c->slot,
-					  strerror(-c->status));
-				pool_abort_fill(p, c->slot,
-						moecache_map_idx(p->map, c->layer, c->expert));
-				continue;
-			}
-			p->fills[n_ok++] = (struct moecache_fill){
-			    .slot = c->slot,
-			    .layer = c->layer,
-			    .expert = c->expert,
-			    .flags = c->flags,
-			};
-		}
+		for (int i = 0; i < n; i++)
+			pool_copy_finished(p, &p->done_copies[i], &n_ok);
 		pool_commit_batch(p, p->fills, n_ok);
 	} while ((uint32_t)n == p->max_batch);
 	return 0;
@@ -1184,13 +1291,14 @@ static void pool_log_stats(struct agent_pool *p)
 	agent_info(p->log, p->name,
 		   "resident=%u filling=%u pinned=%u clients=%u hits=%llu misses=%llu "
 		   "requests=%llu fills=%llu evictions=%llu aborts=%llu parked=%llu promoted=%llu "
-		   "parked_now=%u cancelled=%llu",
+		   "parked_now=%u cancelled=%llu cpu_promotions=%llu cpu_drops=%llu",
 		   st.resident, st.filling, st.pinned_slots, st.n_clients,
 		   (unsigned long long)st.hits, (unsigned long long)st.misses,
 		   (unsigned long long)p->n_requests, (unsigned long long)p->n_fills,
 		   (unsigned long long)p->n_evictions, (unsigned long long)p->n_aborts,
 		   (unsigned long long)p->n_parked, (unsigned long long)p->n_promoted,
-		   p->parked.len, (unsigned long long)p->n_cancelled);
+		   p->parked.len, (unsigned long long)p->n_cancelled,
+		   (unsigned long long)p->n_cpu_promoted, (unsigned long long)p->n_cpu_dropped);
 	for (uint32_t i = 0; i < p->n_banks && p->tiers_ready; i++) {
 		const struct agent_tier_stats *ts = &p->tiers.stats[i];
 		struct moecache_stats bs;
@@ -1333,6 +1441,8 @@ static int pool_loop(struct agent_pool *p)
 					return -errno;
 				pool_tick(p);
 				ret = pool_review_parked(p);
+				if (!ret && p->n_banks <= 1 && (p->cpu.len || p->cpu_inflight))
+					ret = pool_review_cpu(p);
 				break;
 			default:
 				ret = pool_collect_bank(p, evs[i].data.u32 - EV_BANK0);
@@ -1348,8 +1458,10 @@ static int pool_loop(struct agent_pool *p)
 			pool_warm_step(p);
 		}
 		/* Parked prefetches are watched closely: a client may be waiting on one. */
-		ret = pool_set_timer(p, p->starved || p->parked.len ? p->cfg->retry_ms
-								    : p->cfg->tick_ms);
+		/* ... and so are CPU admissions: a client may ask for one (promotion). */
+		ret = pool_set_timer(p, p->starved || p->parked.len || p->cpu.len || p->cpu_inflight
+					    ? p->cfg->retry_ms
+					    : p->cfg->tick_ms);
 		if (ret)
 			return ret;
 	}
@@ -1660,7 +1772,8 @@ banks_ready:
 	p->park_access = calloc(p->n_idx, sizeof(*p->park_access));
 	p->fills = calloc(p->max_batch, sizeof(*p->fills));
 	p->done_copies = calloc(p->max_batch, sizeof(*p->done_copies));
-	if (!p->req_state || !p->park_access || !p->fills || !p->done_copies)
+	p->slot_fill = calloc(p->info->n_slots, sizeof(*p->slot_fill));
+	if (!p->req_state || !p->park_access || !p->fills || !p->done_copies || !p->slot_fill)
 		return -ENOMEM;
 	ret = pool_warm_prepare(p);
 	if (ret)
@@ -1718,6 +1831,7 @@ static void pool_teardown(struct agent_pool *p)
 	free(p->parked.items);
 	free(p->fills);
 	free(p->done_copies);
+	free(p->slot_fill);
 	free(p->warm_list);
 	if (p->epfd >= 0)
 		close(p->epfd);

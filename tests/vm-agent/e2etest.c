@@ -1452,12 +1452,336 @@ static int test_tiers_cuda_banks_on_named_devices(struct e2e *e)
 	return ret;
 }
 
+/* ---- CPU admissions (MOECACHE_REQ_CPU) against demands ---- */
+
+/*
+ * A pool of experts three copy chunks long (the CPU engine copies a
+ * yielding copy in 1 MiB pieces, copy_queue.h), not loaded: these tests
+ * watch the order of copies, not their bytes. With --copy-delay-us, each
+ * copy pauses in its middle chunk, so a demand that arrives during the
+ * pause of a CPU admission's copy can go before that copy's last chunk.
+ */
+#define E2E_ORDER_LAYERS 2
+#define E2E_ORDER_EXPERTS 8
+#define E2E_ORDER_BYTES (3ull << 20)
+#define E2E_ORDER_POLL_MS 1
+
+static const char *const e2e_order_agent[] = {"--copy-delay-us", "400000", "--copy-threads", "1",
+					      NULL};
+
+static int e2e_order_pool_create(struct e2e *e, const char *pool, uint32_t slots)
+{
+	char layers[16], experts[16], nslots[16], bytes[32], out[512];
+	char *argv[] = {"moecachectl",	  "pool",      "create", (char *)pool, "--layers",
+			layers,		  "--experts", experts,	 "--slots",    nslots,
+			"--expert-bytes", bytes,       NULL};
+
+	snprintf(layers, sizeof(layers), "%u", E2E_ORDER_LAYERS);
+	snprintf(experts, sizeof(experts), "%u", E2E_ORDER_EXPERTS);
+	snprintf(nslots, sizeof(nslots), "%u", slots);
+	snprintf(bytes, sizeof(bytes), "%llu", E2E_ORDER_BYTES);
+	e2e_path(e, out, sizeof(out), pool, "create");
+	E2E_CHECK(e, e2e_run(out, argv, 30000) == 0, "cannot create pool %s", pool);
+	return 0;
+}
+
+struct e2e_watched {
+	uint32_t layer, expert;
+	long seen; /* the poll round it was first seen resident, or -1 */
+};
+
+/* Whether (layer, expert) is being filled: a slot's owner is FILLING|idx. */
+static bool e2e_filling(struct moecache *mc, uint32_t slots, uint32_t layer, uint32_t expert)
+{
+	const struct moecache_map *m = moecache_map(mc);
+	uint32_t idx = moecache_map_idx(m, layer, expert);
+
+	for (uint32_t s = 0; s < slots; s++)
+		if (moecache_map_owner(m, s) == (MOECACHE_OWNER_FILLING | idx))
+			return true;
+	return false;
+}
+
+/* Waits until every one of w[0..n) is being filled (its copy queued in the agent). */
+static int e2e_wait_filling(struct e2e *e, struct moecache *mc, uint32_t slots,
+			    const struct e2e_watched *w, uint32_t n)
+{
+	uint64_t deadline = e2e_now_ms() + 30000;
+
+	for (uint32_t i = 0; i < n; i++)
+		while (!e2e_filling(mc, slots, w[i].layer, w[i].expert)) {
+			E2E_CHECK(e, e2e_now_ms() < deadline, "expert %u/%u never started filling",
+				  w[i].layer, w[i].expert);
+			e2e_sleep_ms(E2E_ORDER_POLL_MS);
+		}
+	return 0;
+}
+
+/* Polls the map until every one of w[0..n) has been resident, noting the round of each. */
+static int e2e_watch_order(struct e2e *e, struct moecache *mc, struct e2e_watched *w, uint32_t n)
+{
+	uint64_t deadline = e2e_now_ms() + 60000;
+	uint32_t left = n;
+
+	for (uint32_t i = 0; i < n; i++)
+		w[i].seen = -1;
+	for (long round = 0; left; round++) {
+		for (uint32_t i = 0; i < n; i++)
+			if (w[i].seen < 0 && moecache_map_slot(moecache_map(mc), w[i].layer,
+							       w[i].expert) != MOECACHE_NONE) {
+				w[i].seen = round;
+				left--;
+			}
+		E2E_CHECK(e, !left || e2e_now_ms() < deadline,
+			  "%u of the watched experts never became resident", left);
+		e2e_sleep_ms(E2E_ORDER_POLL_MS);
+	}
+	return 0;
+}
+
+/* Queues experts of layer as CPU admissions (MOECACHE_ACQ_CPU): all must miss. */
+static int e2e_admit_cpu(struct e2e *e, struct moecache *mc, uint32_t layer,
+			 const uint32_t *experts, uint32_t n)
+{
+	struct moecache_acquire_result r;
+	uint32_t slots[E2E_ORDER_EXPERTS];
+	int ret = moecache_acquire(mc, layer, experts, n, slots, MOECACHE_ACQ_CPU, 0, &r);
+
+	E2E_CHECK(e, ret == 0 && r.n_hits == 0, "CPU acquire of %u experts: %d, %u hits", n, ret,
+		  r.n_hits);
+	return 0;
+}
+
+/* The driver's state after the agent settled: nothing filling, queued or in flight. */
+static int e2e_settled(struct e2e *e, const char *pool, struct moecache_stats *st)
+{
+	uint64_t deadline = e2e_now_ms() + 30000;
+
+	do {
+		if (e2e_stats(e, pool, st))
+			return -1;
+		if (!st->filling && !st->queued && !st->inflight)
+			return 0;
+		e2e_sleep_ms(10);
+	} while (e2e_now_ms() < deadline);
+	return e2e_fail(e, "the pool did not settle: filling %u, queued %u, in flight %u",
+			st->filling, st->queued, st->inflight);
+}
+
+/* A pool of order tests, its slowed agent and two clients. */
+struct e2e_order {
+	const char *pool;
+	char log[512];
+	pid_t agent;
+	struct moecache *a, *b;
+};
+
+/* Creates pool with slots, starts its agent, attaches a and b; -1: call e2e_order_end all the same.
+ */
+static int e2e_order_begin(struct e2e *e, struct e2e_order *o, const char *pool, uint32_t slots)
+{
+	*o = (struct e2e_order){.pool = pool, .agent = -1};
+	if (e2e_order_pool_create(e, pool, slots))
+		return -1;
+	e2e_path(e, o->log, sizeof(o->log), pool, "agent");
+	o->agent = e2e_agent_start(e, pool, o->log, e2e_order_agent);
+	if (e2e_agent_ready(e, o->log, 30000) || e2e_client(e, pool, &o->a) ||
+	    e2e_client(e, pool, &o->b))
+		return -1;
+	return 0;
+}
+
+/*
+ * Closes the clients, stops the agent (which must exit 0), checks that its
+ * last stats line says key=want (key NULL: nothing), destroys the pool;
+ * returns ret, or -1 on a failure here.
+ */
+static int e2e_order_end(struct e2e *e, struct e2e_order *o, int ret, const char *key,
+			 long long want)
+{
+	long long got;
+
+	moecache_close(o->a);
+	moecache_close(o->b);
+	if (o->agent > 0 && e2e_agent_stop(e, o->agent))
+		ret = -1;
+	got = key ? e2e_file_number(o->log, key) : want;
+	if (!ret && got != want)
+		ret = e2e_fail(e, "the agent says %s%lld (want %lld)", key, got, want);
+	e2e_pool_destroy(e, o->pool);
+	return ret ? -1 : 0;
+}
+
+/*
+ * Four CPU admissions queued and copying one after the other, then a
+ * demand for another expert: the demand is resident before any of them
+ * (with them copied as demands, it came after all four).
+ */
+static int test_cpu_admission_after_demand(struct e2e *e)
+{
+	static const uint32_t cpu[] = {0, 1, 2, 3};
+	struct e2e_watched w[] = {{1, 5, -1}, {0, 0, -1}, {0, 1, -1}, {0, 2, -1}, {0, 3, -1}};
+	struct moecache_acquire_result r;
+	struct moecache_stats st;
+	uint32_t slot = MOECACHE_NONE;
+	struct e2e_order o;
+	int ret = -1;
+
+	if (e2e_order_begin(e, &o, "e2e-cpu-order", 8) || e2e_admit_cpu(e, o.a, 0, cpu, 4) ||
+	    e2e_wait_filling(e, o.a, 8, &w[1], 4))
+		return e2e_order_end(e, &o, -1, NULL, 0);
+	/* A plain acquire: a demand request, and the call returns at once. */
+	ret = moecache_acquire(o.b, w[0].layer, &w[0].expert, 1, &slot, 0, 0, &r);
+	if (ret || slot != MOECACHE_NONE)
+		ret = e2e_fail(e, "demand acquire: %d, slot %u (want a miss)", ret, slot);
+	if (!ret)
+		ret = e2e_watch_order(e, o.b, w, 5);
+	for (uint32_t i = 1; !ret && i < 5; i++)
+		if (w[i].seen < w[0].seen)
+			ret = e2e_fail(e,
+				       "CPU admission %u resident at poll %ld, the demand after "
+				       "it only at %ld",
+				       w[i].expert, w[i].seen, w[0].seen);
+	if (!ret && !e2e_settled(e, o.pool, &st) && (st.commits != 5 || st.aborts != 0))
+		ret = e2e_fail(e, "%llu commits, %llu aborts (want 5 and 0)",
+			       (unsigned long long)st.commits, (unsigned long long)st.aborts);
+	return e2e_order_end(e, &o, ret, NULL, 0);
+}
+
+/*
+ * Every slot but one pinned, a CPU admission copying into that one, then a
+ * client waits on another expert: the admission's copy is cancelled and
+ * dropped, and the waited expert fills the slot (when the wait returns, 4
+ * commits: the admission's copy never completed). The driver's state
+ * stays whole, and the expert's next CPU miss admits it.
+ */
+static int test_cpu_admission_cancelled_for_demand(struct e2e *e)
+{
+	static const uint32_t pinned[] = {4, 5, 6};
+	const uint32_t layer = 1, cpu = 7, demand = 0;
+	struct moecache_acquire_result r;
+	struct moecache *holder = NULL;
+	struct moecache_stats st;
+	uint32_t slots[3], slot = MOECACHE_NONE;
+	struct e2e_watched w = {layer, cpu, -1};
+	struct e2e_order o;
+	int ret = -1;
+
+	if (e2e_order_begin(e, &o, "e2e-cpu-cancel", 4) || e2e_client(e, o.pool, &holder))
+		return e2e_order_end(e, &o, -1, NULL, 0);
+	ret = moecache_acquire(holder, 0, pinned, 3, slots, MOECACHE_ACQ_WAIT, 60000, &r);
+	if (ret || r.n_pinned != 3) {
+		ret = e2e_fail(e, "pinning 3 slots: %d, %u pinned", ret, r.n_pinned);
+		goto out;
+	}
+	ret = -1;
+	if (e2e_admit_cpu(e, o.a, layer, &cpu, 1) || e2e_wait_filling(e, o.a, 4, &w, 1))
+		goto out;
+	e2e_sleep_ms(100); /* into the copy's slow middle chunk */
+	ret = moecache_acquire(o.b, layer, &demand, 1, &slot, MOECACHE_ACQ_WAIT, 60000, &r);
+	if (ret || r.n_pinned != 1) {
+		ret = e2e_fail(e, "the waiting acquire: %d, %u pinned", ret, r.n_pinned);
+		goto out;
+	}
+	ret = -1;
+	if (e2e_stats(e, o.pool, &st))
+		goto out;
+	if (st.commits != 4 || moecache_map_slot(moecache_map(o.b), layer, cpu) != MOECACHE_NONE) {
+		ret = e2e_fail(e,
+			       "%llu commits when the wait returned (want 4: the CPU admission "
+			       "copied first, not cancelled)",
+			       (unsigned long long)st.commits);
+		goto out;
+	}
+	moecache_release(o.b, &slot, 1);
+	if (e2e_settled(e, o.pool, &st) || e2e_admit_cpu(e, o.a, layer, &cpu, 1))
+		goto out;
+	ret = e2e_watch_order(e, o.b, &w, 1);
+	if (!ret && !e2e_settled(e, o.pool, &st) &&
+	    (st.aborts != 1 || st.commits != 5 || st.pinned_slots != 3))
+		ret = e2e_fail(e, "%llu aborts, %llu commits, %u pinned slots (want 1, 5, 3)",
+			       (unsigned long long)st.aborts, (unsigned long long)st.commits,
+			       st.pinned_slots);
+	if (!ret && moecache_release(holder, slots, 3))
+		ret = e2e_fail(e, "release of the pinned slots failed");
+out:
+	moecache_close(holder);
+	return e2e_order_end(e, &o, ret, "cpu_drops=", 1);
+}
+
+/* In a child: a client waits for (layer, expert); exits 0 once it is pinned. */
+static void e2e_wait_child(const char *pool, uint32_t layer, uint32_t expert)
+{
+	struct moecache_acquire_result r;
+	struct moecache *c;
+	uint32_t slot;
+
+	if (moecache_open_attach(pool, MOECACHE_ROLE_CLIENT, &c))
+		_exit(2);
+	if (moecache_acquire(c, layer, &expert, 1, &slot, MOECACHE_ACQ_WAIT, 60000, &r))
+		_exit(1);
+	_exit(r.n_pinned == 1 ? 0 : 1);
+}
+
+/*
+ * Four CPU admissions queued, then a client waits on the third: it is
+ * resident before the second (which was ahead of it), the waiting client
+ * gets it pinned, and it is copied into one slot with nothing aborted.
+ */
+static int test_cpu_admission_promoted_by_waiter(struct e2e *e)
+{
+	static const uint32_t cpu[] = {0, 1, 2, 3};
+	struct e2e_watched w[] = {{0, 2, -1}, {0, 1, -1}, {0, 3, -1}, {0, 0, -1}};
+	struct moecache_stats st;
+	struct e2e_order o;
+	pid_t waiter;
+	int ret, status;
+
+	if (e2e_order_begin(e, &o, "e2e-cpu-promote", 8) || e2e_admit_cpu(e, o.a, 0, cpu, 4) ||
+	    e2e_wait_filling(e, o.a, 8, w, 4))
+		return e2e_order_end(e, &o, -1, NULL, 0);
+	waiter = fork();
+	if (waiter == 0)
+		e2e_wait_child(o.pool, w[0].layer, w[0].expert);
+	if (waiter < 0)
+		return e2e_order_end(e, &o, e2e_fail(e, "fork: %s", strerror(errno)), NULL, 0);
+	ret = e2e_watch_order(e, o.b, w, 4);
+	if (!ret && w[0].seen > w[1].seen)
+		ret = e2e_fail(e,
+			       "the waited-for expert was resident at poll %ld, the CPU "
+			       "admission queued before it at %ld: not promoted",
+			       w[0].seen, w[1].seen);
+	status = e2e_wait(waiter, 60000);
+	if (status == -ETIMEDOUT) {
+		e2e_kill(waiter, SIGKILL);
+		e2e_wait(waiter, 10000);
+	}
+	if (!ret && status != 0)
+		ret = e2e_fail(e, "the waiting client exited with %d", status);
+	if (!ret && !e2e_settled(e, o.pool, &st) && (st.commits != 4 || st.aborts != 0))
+		ret = e2e_fail(e, "%llu commits, %llu aborts (want 4 and 0: one copy each)",
+			       (unsigned long long)st.commits, (unsigned long long)st.aborts);
+	return e2e_order_end(e, &o, ret, "cpu_promotions=", 1);
+}
+
 static const struct e2e_test e2e_tests[] = {
     {"basic_miss_becomes_hit", "one client's miss is another client's hit on the same slot",
      test_miss_becomes_hit},
     {"basic_cpu_miss_admitted",
      "a miss acquired with MOECACHE_ACQ_CPU reaches the agent and becomes resident",
      test_cpu_miss_admitted},
+    {"basic_cpu_admission_after_demand",
+     "with slowed copies, a demand issued after four MOECACHE_REQ_CPU admissions are queued and "
+     "copying is resident before all of them",
+     test_cpu_admission_after_demand},
+    {"basic_cpu_admission_cancelled_for_demand",
+     "a waiting demand that finds every slot pinned or filling cancels a CPU admission's copy in "
+     "flight, dropped with one abort; the expert's next CPU miss fills it; nothing left filling",
+     test_cpu_admission_cancelled_for_demand},
+    {"basic_cpu_admission_promoted_by_waiter",
+     "a client waiting on an expert queued as a CPU admission makes it a demand: resident before "
+     "the admission ahead of it, one copy, no abort",
+     test_cpu_admission_promoted_by_waiter},
     {"lifetime_agent_kill9_clients_finish",
      "kill -9 of the agent under 4 decoding clients: they wait, then finish verified after a "
      "restart",

@@ -825,6 +825,178 @@ out:
 	return ret;
 }
 
+/* How many times needle stands in the file at path (its first 64 KiB). */
+static unsigned int e2e_file_count(const char *path, const char *needle)
+{
+	char buf[65536];
+	unsigned int n = 0;
+	ssize_t len;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len < 0)
+		return 0;
+	buf[len] = '\0';
+	for (const char *at = buf; (at = strstr(at, needle)); at += strlen(needle))
+		n++;
+	return n;
+}
+
+/*
+ * SIGHUP, then waits for the statistics line each pool logs once it has
+ * reloaded (at info level: the agent must log at 6 or more).
+ */
+static int e2e_agent_reload(struct e2e *e, pid_t agent, const char *log)
+{
+	unsigned int before = e2e_file_count(log, "resident=");
+	uint64_t deadline = e2e_now_ms() + 30000;
+
+	kill(agent, SIGHUP);
+	while (e2e_file_count(log, "resident=") <= before) {
+		E2E_CHECK(e, e2e_now_ms() < deadline,
+			  "no statistics line after SIGHUP: not reloaded, or not at info level "
+			  "(see %s)",
+			  log);
+		e2e_sleep_ms(20);
+	}
+	return 0;
+}
+
+/*
+ * Pins: agent_reload rebuilt the settings from the defaults and the file,
+ * so an agent started with --config F --log-level 7 fell to F's level
+ * (notice) at the first SIGHUP, and its info lines stopped.
+ */
+static int test_sighup_keeps_command_line(struct e2e *e)
+{
+	const char *pool = "e2e-sighup-flags";
+	char log[512], conf[512], line[128];
+	const char *extra[] = {"--config", conf, NULL};
+	pid_t agent;
+	int fd, ret = -1;
+
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, conf, sizeof(conf), pool, "conf");
+	/* The file says notice (5); the command line (e2e_agent_start) says 7. */
+	fd = open(conf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	E2E_CHECK(e, fd >= 0, "create %s: %s", conf, strerror(errno));
+	snprintf(line, sizeof(line), "pool = %s\nlog_level = 5\n", pool);
+	E2E_CHECK(e, write(fd, line, strlen(line)) == (ssize_t)strlen(line), "write %s", conf);
+	close(fd);
+	if (e2e_pool_create(e, pool, 4))
+		return -1;
+	agent = e2e_agent_start(e, pool, log, extra);
+	if (e2e_agent_ready(e, log, 30000))
+		goto out;
+	if (e2e_agent_reload(e, agent, log))
+		goto out;
+	/* The level after the first reload decides whether the second is seen. */
+	ret = e2e_agent_reload(e, agent, log);
+out:
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
+/*
+ * Pins: where the agent's --profile file is also the file `profile load`
+ * installs (RUN_DIR/POOL.profile.json, as under systemd), the agent's own
+ * save (SIGUSR1) was taken at the next SIGHUP for an installed profile and
+ * the policy was rebuilt over it.
+ */
+static int test_own_profile_not_reinstalled(struct e2e *e)
+{
+	const char *pool = "e2e-own-profile";
+	char log[512], profile[512];
+	const char *extra[] = {"--profile", profile, NULL};
+	struct moecache *mc = NULL;
+	uint64_t deadline;
+	pid_t agent;
+	int ret = -1;
+
+	setenv("MOECACHE_RUNDIR", e->workdir, 1);
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	snprintf(profile, sizeof(profile), "%s/%s.profile.json", e->workdir, pool);
+	unlink(profile);
+	if (e2e_pool_create(e, pool, 4))
+		goto out_env;
+	agent = e2e_agent_start(e, pool, log, extra);
+	if (e2e_agent_ready(e, log, 30000) || e2e_client(e, pool, &mc))
+		goto out;
+	for (uint32_t x = 0; x < 3; x++)
+		if (e2e_touch(e, mc, x))
+			goto out;
+	kill(agent, SIGUSR1);
+	deadline = e2e_now_ms() + 30000;
+	while (!e2e_file_has(log, "profile saved to")) {
+		if (e2e_now_ms() > deadline) {
+			ret = e2e_fail(e, "the agent did not save its profile (see %s)", log);
+			goto out;
+		}
+		e2e_sleep_ms(20);
+	}
+	if (e2e_agent_reload(e, agent, log))
+		goto out;
+	ret = e2e_file_has(log, "over the installed profile")
+		  ? e2e_fail(e, "SIGHUP took the agent's own save for an installed profile "
+				"(see %s)",
+			     log)
+		  : 0;
+out:
+	moecache_close(mc);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+out_env:
+	unsetenv("MOECACHE_RUNDIR");
+	return ret;
+}
+
+/*
+ * Pins: with nothing accessed the agent left its profile file untouched at
+ * SIGUSR1, so `moecachectl profile save --from-agent`, which waits for the
+ * file to be rewritten, timed out.
+ */
+static int test_profile_from_agent_idle(struct e2e *e)
+{
+	const char *pool = "e2e-profile-idle";
+	char log[512], profile[512], out[512], copy[512], timeout[] = "10";
+	const char *extra[] = {"--profile", profile, NULL};
+	char *save[] = {"moecachectl", "profile", "save", (char *)pool, copy, "--from-agent",
+			"--timeout", timeout, NULL};
+	pid_t agent;
+	int ret = -1;
+
+	setenv("MOECACHE_RUNDIR", e->workdir, 1);
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	e2e_path(e, out, sizeof(out), pool, "ctl");
+	e2e_path(e, copy, sizeof(copy), pool, "copy.json");
+	snprintf(profile, sizeof(profile), "%s/%s.profile.json", e->workdir, pool);
+	unlink(profile);
+	unlink(copy);
+	if (e2e_pool_create(e, pool, 4))
+		goto out_env;
+	agent = e2e_agent_start(e, pool, log, extra);
+	if (e2e_agent_ready(e, log, 30000))
+		goto out;
+	if (e2e_run(out, save, 30000)) {
+		ret = e2e_fail(e, "profile save --from-agent of an idle agent failed (see %s)", out);
+		goto out;
+	}
+	ret = access(copy, R_OK) ? e2e_fail(e, "no profile copied to %s", copy) : 0;
+out:
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+out_env:
+	unsetenv("MOECACHE_RUNDIR");
+	return ret;
+}
+
 /* The GPU settings reach the copy engine: the library named on the command line is the one loaded.
  */
 static int test_gpu_library_from_flags(struct e2e *e)
@@ -1807,6 +1979,15 @@ static const struct e2e_test e2e_tests[] = {
     {"basic_policy_set_switches_victims",
      "moecachectl policy set changes the running agent's victims from lru to lfu",
      test_policy_set_switches_victims},
+    {"basic_sighup_keeps_command_line",
+     "SIGHUP rereads --config but keeps the command line's --log-level over the file's",
+     test_sighup_keeps_command_line},
+    {"lifetime_own_profile_not_reinstalled",
+     "the agent's own profile save is not taken for an installed profile at SIGHUP",
+     test_own_profile_not_reinstalled},
+    {"basic_profile_from_agent_idle",
+     "profile save --from-agent completes when the agent has accessed nothing",
+     test_profile_from_agent_idle},
     {"bad_input_gpu_library_from_flags",
      "--gpu-library reaches the CUDA copy engine: a missing library stops the pool, named",
      test_gpu_library_from_flags},

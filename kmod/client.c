@@ -235,6 +235,13 @@ static void acquire_pin(struct moecache_pool *pool, struct moecache_file *mf,
 	ac->n_pinned++;
 }
 
+/*
+ * Gives back the pins this call took. Pins belong to the file, not to the
+ * call: while a WAIT sleeps, another thread of the same file may RELEASE
+ * (or REL_ALL) the pins it holds. Only what the file still holds is
+ * dropped, so the pool's count stays the sum of the files' and another
+ * file's pin on the slot is never taken.
+ */
 static void acquire_unpin(struct moecache_pool *pool, struct moecache_file *mf,
 			  struct acquire_ctx *ac)
 {
@@ -245,10 +252,12 @@ static void acquire_unpin(struct moecache_pool *pool, struct moecache_file *mf,
 		slot = ac->slots.ids[i];
 		if (slot == MOECACHE_NONE)
 			continue;
+		ac->slots.ids[i] = MOECACHE_NONE;
+		if (!mf->pins[slot])
+			continue;
 		mf->pins[slot]--;
 		mf->n_pins--;
 		unpin_slot(pool, slot, 1);
-		ac->slots.ids[i] = MOECACHE_NONE;
 	}
 	ac->n_pinned = 0;
 }

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Findings of a hostile-tenant review of the driver (docs/abi.md,
+ * "Security model"): what a client with read permission on a pool could
+ * corrupt, wedge, exhaust or learn. Each test names the hole it pins.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define NOBODY 65534
+
+/* ---- a WAIT's pins and another thread's RELEASE ------------------------ */
+
+static int try_release(const struct vm_view *v, const __u32 *slots, __u32 count)
+{
+	struct moecache_release rel = {.count = count, .slots = (uintptr_t)slots};
+
+	return ioctl(v->fd, MOECACHE_IOC_RELEASE, &rel);
+}
+
+/*
+ * A WAIT on a client's file made by a child sharing that file (the same
+ * open file description, as a second thread of the process would).
+ */
+struct wait_job {
+	const struct vm_view *view;
+	__u32 experts[2];
+	__u32 timeout_ms;
+	int ret;
+	__u32 slots[2];
+};
+
+static void wait_job_signal(int sig)
+{
+	(void)sig;
+}
+
+static void wait_job_main(void *arg)
+{
+	struct wait_job *j = arg;
+	struct sigaction sa;
+
+	/* No SA_RESTART: the signal ends the WAIT with EINTR. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = wait_job_signal;
+	VM_OK(sigaction(SIGUSR1, &sa, NULL));
+	j->ret = vm_try_acquire(j->view, 0, j->experts, 2, j->slots,
+				MOECACHE_ACQ_WAIT | MOECACHE_ACQ_KEEP_WAITING, j->timeout_ms, NULL);
+}
+
+/*
+ * A pool whose agent made expert 1 of layer 0 resident in slot 0, and a
+ * WAIT of c's file for experts 1 (resident) and 2 (missing) asleep: the
+ * oldest waiter, so it keeps its pin on slot 0 while it sleeps.
+ */
+static pid_t wait_holding_slot0(struct vm_ctx *ctx, struct vm_view *a, struct vm_view *c,
+				struct wait_job *j, __u32 timeout_ms)
+{
+	pid_t pid;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(a, ctx->pool, MOECACHE_ROLE_AGENT);
+	vm_fill(a, 0, 0, 1);
+	vm_attach(c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	j->view = c;
+	j->experts[0] = 1;
+	j->experts[1] = 2;
+	j->timeout_ms = timeout_ms;
+	j->ret = 1;
+	pid = vm_spawn(wait_job_main, j);
+	vm_wait_sleeping(pid, 10000, "the WAIT to sleep");
+	VM_WAIT_FOR(vm_load32(&c->pins[0]) == 1, 5000);
+	return pid;
+}
+
+/*
+ * Pins: a WAIT that failed undid the pins it took even after another
+ * thread of the same file had RELEASEd them, so its undo took another
+ * client's pin away and the agent could evict a slot that client read.
+ */
+static void concurrency_release_during_wait_keeps_other_pins(struct vm_ctx *ctx)
+{
+	struct wait_job *j = vm_shared(sizeof(*j));
+	__u32 one = 1, slot0 = 0, got;
+	struct moecache_evict ev;
+	struct vm_view a, c, d;
+	pid_t pid;
+
+	pid = wait_holding_slot0(ctx, &a, &c, j, 0);
+	/* Another thread of c's file drops the pin the WAIT holds. */
+	vm_release(&c, &slot0, 1);
+	VM_EQ(vm_load32(&c.pins[0]), 0);
+	/* Another client pins the same slot. */
+	vm_attach(&d, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_acquire(&d, 0, &one, 1, &got, 0, NULL);
+	VM_EQ(got, 0);
+	VM_EQ(vm_load32(&d.pins[0]), 1);
+	/* The WAIT is interrupted and undoes what it still holds. */
+	VM_OK(kill(pid, SIGUSR1));
+	vm_reap_ok(pid, 10000, "the interrupted WAIT");
+	VM_EQ(j->ret, -EINTR);
+	/* d's pin stays: the slot cannot be taken from under it. */
+	VM_EQ(vm_load32(&d.pins[0]), 1);
+	memset(&ev, 0, sizeof(ev));
+	ev.slot = 0;
+	ev.layer = 0;
+	ev.expert = 3;
+	VM_ERR(ioctl(a.fd, MOECACHE_IOC_EVICT, &ev), EBUSY);
+	/* c holds nothing on slot 0 any more. */
+	VM_REFUSED(&c, EINVAL, try_release(&c, &slot0, 1));
+	vm_release(&d, &slot0, 1);
+	VM_EQ(vm_load32(&d.pins[0]), 0);
+	vm_detach(&d);
+	vm_detach(&c);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+/*
+ * Pins: REL_ALL while a WAIT held a pin, then the WAIT timed out: its undo
+ * wrapped the file's pin count (every later ACQUIRE was EOVERFLOW) and
+ * the pool's count underflowed (a WARN any client could trigger).
+ */
+static void bad_input_rel_all_during_wait_no_underflow(struct vm_ctx *ctx)
+{
+	struct wait_job *j = vm_shared(sizeof(*j));
+	struct moecache_release rel;
+	struct moecache_stats st;
+	__u32 one = 1, got;
+	struct vm_view a, c;
+	pid_t pid;
+
+	pid = wait_holding_slot0(ctx, &a, &c, j, 1000);
+	memset(&rel, 0, sizeof(rel));
+	rel.flags = MOECACHE_REL_ALL;
+	VM_OK(ioctl(c.fd, MOECACHE_IOC_RELEASE, &rel));
+	VM_EQ(vm_load32(&c.pins[0]), 0);
+	vm_reap_ok(pid, 10000, "the WAIT that times out");
+	VM_EQ(j->ret, -ETIMEDOUT);
+	vm_stats(&c, MOECACHE_NONE, &st);
+	VM_EQ(st.pins, 0);
+	VM_EQ(st.pinned_slots, 0);
+	/* The file's count is whole: it pins and releases as before. */
+	vm_acquire(&c, 0, &one, 1, &got, 0, NULL);
+	VM_EQ(got, 0);
+	vm_stats(&c, MOECACHE_NONE, &st);
+	VM_EQ(st.pins, 1);
+	vm_release(&c, &got, 1);
+	VM_EQ(vm_load32(&c.pins[0]), 0);
+	vm_detach(&c);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+static const struct vm_test review_tests[] = {
+    VM_TEST(concurrency_release_during_wait_keeps_other_pins,
+	    "a failed WAIT whose pin another thread released leaves another client's pin alone"),
+    VM_TEST(bad_input_rel_all_during_wait_no_underflow,
+	    "REL_ALL during a WAIT that then times out: no pin count wraps, the file pins again"),
+};
+
+const struct vm_suite vm_review_suite = {review_tests, ARRAY_SIZE(review_tests)};

@@ -129,6 +129,52 @@ static void offsets_fill(struct moecache_pool *pool, struct moecache_file *mf,
 	}
 }
 
+static unsigned int max_user_pool_files = 64;
+module_param(max_user_pool_files, uint, 0644);
+MODULE_PARM_DESC(max_user_pool_files, "Most client files one user other than the pool's owner (or CAP_SYS_ADMIN) may attach to one pool; ATTACH beyond it is EMFILE (default 64)");
+
+/*
+ * Is a client attach bound by max_user_pool_files? Only the pool's owner
+ * and CAP_SYS_ADMIN are not, both parties (the caller and the file's
+ * opener) checked as for the pool's rights.
+ */
+static bool attach_user_bounded(struct moecache_pool *pool,
+				struct moecache_file *mf)
+{
+	const struct file *file = mf->file;
+
+	if (!uid_eq(file->f_cred->euid, pool->uid) &&
+	    !file_ns_capable(file, &init_user_ns, CAP_SYS_ADMIN))
+		return true;
+	return !uid_eq(current_euid(), pool->uid) && !capable(CAP_SYS_ADMIN);
+}
+
+/*
+ * May one more client file of the opener's user attach? Clients alone are
+ * limited: the agent and loaders (write permission, trusted) must attach
+ * whatever the readers hold, or a restarted agent would be locked out.
+ */
+static bool attach_client_room(struct moecache_pool *pool,
+			       struct moecache_file *mf, bool user_bounded)
+{
+	unsigned int user_max = READ_ONCE(max_user_pool_files), mine = 0;
+	kuid_t uid = mf->file->f_cred->euid;
+	struct moecache_file *f;
+
+	lockdep_assert_held(&pool->lock);
+	if (pool->n_clients >= min_t(u32, READ_ONCE(max_pool_files),
+				     MOECACHE_POOL_FILES_CAP))
+		return false;
+	if (!user_bounded)
+		return true;
+	/* Bounded by max_pool_files: a short walk, on attach only. */
+	list_for_each_entry(f, &pool->files, node)
+		if (f->role == MOECACHE_ROLE_CLIENT &&
+		    uid_eq(f->file->f_cred->euid, uid) && ++mine >= user_max)
+			return false;
+	return mine < user_max;
+}
+
 static long ioc_attach(struct moecache_pool *unattached,
 		       struct moecache_file *mf, void __user *argp)
 {
@@ -142,6 +188,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 	struct moecache_pool_owner owner;
 	int want, ret = 0;
 	struct pid *lost_pid = NULL;
+	bool user_bounded = false;
 
 	if (copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
@@ -181,6 +228,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 		goto out_unlock;
 	}
 	if (req.role == MOECACHE_ROLE_CLIENT) {
+		user_bounded = attach_user_bounded(pool, mf);
 		pins = kvcalloc(pool->n_slots, sizeof(*pins),
 				GFP_KERNEL_ACCOUNT);
 		asked = bitmap_zalloc(pool->n_idx, GFP_KERNEL_ACCOUNT);
@@ -202,7 +250,8 @@ static long ioc_attach(struct moecache_pool *unattached,
 	}
 
 	spin_lock(&pool->lock);
-	if (pool->n_files >= min_t(u32, READ_ONCE(max_pool_files), MOECACHE_POOL_FILES_CAP)) {
+	if (req.role == MOECACHE_ROLE_CLIENT &&
+	    !attach_client_room(pool, mf, user_bounded)) {
 		spin_unlock(&pool->lock);
 		ret = -EMFILE;
 		goto out_unlock;

@@ -63,7 +63,7 @@ MODULE_PARM_DESC(max_file_pins, "Most pins one file may hold, 2^20 at most; ACQU
 
 unsigned int max_pool_files = 1024;
 module_param(max_pool_files, uint, 0644);
-MODULE_PARM_DESC(max_pool_files, "Most files attached to one pool, 4095 at most; ATTACH beyond it is EMFILE (default 1024)");
+MODULE_PARM_DESC(max_pool_files, "Most client files attached to one pool, 4095 at most; a client ATTACH beyond it is EMFILE, the agent and loaders are not counted (default 1024)");
 
 unsigned int max_banks = 16;
 module_param(max_banks, uint, 0444);

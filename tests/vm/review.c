@@ -161,11 +161,139 @@ static void bad_input_rel_all_during_wait_no_underflow(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+/* ---- attach limits: clients cannot lock the agent out ------------------ */
+
+struct flood_job {
+	char pool[MOECACHE_NAME_LEN];
+	char node[64];
+	unsigned int want;	/* client files to attach */
+	unsigned int attached;
+	int last_ret;		/* of the attach that stopped it, 0 if none did */
+	struct vm_gate ready;
+	struct vm_gate release;
+};
+
+/* As NOBODY: attaches up to want client files and holds them. */
+static void flood_main(void *arg)
+{
+	struct flood_job *job = arg;
+	int fd = vm_become_unprivileged(NOBODY, NOBODY, job->node);
+	struct vm_view v[16];
+	unsigned int i;
+
+	job->last_ret = 0;
+	for (i = 0; i < job->want && i < ARRAY_SIZE(v); i++) {
+		if (fd < 0)
+			fd = open(job->node, O_RDWR | O_CLOEXEC);
+		VM_ASSERT(fd >= 0);
+		job->last_ret = vm_try_attach_fd(&v[i], fd, job->pool, MOECACHE_ROLE_CLIENT);
+		if (job->last_ret)
+			break;
+		fd = -1;
+		job->attached++;
+	}
+	if (fd >= 0)
+		close(fd);
+	vm_gate_pass(&job->ready);
+	vm_gate_wait(&job->release, 20000, "the test to let go");
+	for (i = 0; i < job->attached; i++)
+		vm_detach(&v[i]);
+}
+
+static struct flood_job *flood_start(struct vm_ctx *ctx, unsigned int want, pid_t *pid)
+{
+	struct flood_job *job = vm_shared(sizeof(*job));
+
+	snprintf(job->pool, sizeof(job->pool), "%s", ctx->pool);
+	vm_get_node(job->node, sizeof(job->node));
+	job->want = want;
+	vm_gate_open(&job->ready);
+	vm_gate_open(&job->release);
+	*pid = vm_spawn(flood_main, job);
+	vm_gate_wait(&job->ready, 10000, "the flood to attach");
+	return job;
+}
+
+static void flood_end(struct flood_job *job, pid_t pid)
+{
+	vm_gate_pass(&job->release);
+	vm_reap_ok(pid, 10000, "the flooding client");
+	vm_put_node(job->node);
+}
+
+/*
+ * Pins: max_pool_files counted every role, so read-only clients could
+ * fill the pool and a restarted agent's ATTACH was EMFILE: the pool
+ * wedged.
+ */
+static void permission_client_file_flood_agent_still_attaches(struct vm_ctx *ctx)
+{
+	struct vm_geom g = vm_geom_default;
+	unsigned long long old_pool;
+	struct flood_job *job;
+	struct vm_view a, l, c;
+	int ret_agent, ret_loader, ret_client;
+	pid_t pid;
+
+	g.mode = 0644;
+	vm_pool_create(ctx->pool, &g);
+	old_pool = vm_param_set("max_pool_files", 2);
+	job = flood_start(ctx, 2, &pid);
+	ret_agent = vm_try_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	ret_loader = vm_try_attach(&l, ctx->pool, MOECACHE_ROLE_LOADER);
+	ret_client = vm_try_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_param_set("max_pool_files", old_pool);
+	flood_end(job, pid);
+	VM_EQ(job->attached, 2);
+	/* The clients' limit is the clients' only. */
+	VM_EQ(ret_agent, 0);
+	VM_EQ(ret_loader, 0);
+	VM_EQ(ret_client, -EMFILE);
+	vm_detach(&l);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+/*
+ * Pins: one user with read permission could take every client place of a
+ * pool (max_pool_files) and lock the other tenants out.
+ */
+static void permission_client_files_per_user_bound(struct vm_ctx *ctx)
+{
+	unsigned long long old_user;
+	struct vm_geom g = vm_geom_default;
+	struct flood_job *job;
+	struct vm_view c[3];
+	unsigned int i;
+	pid_t pid;
+
+	g.mode = 0644;
+	vm_pool_create(ctx->pool, &g);
+	old_user = vm_param_set("max_user_pool_files", 2);
+	job = flood_start(ctx, 3, &pid);
+	/* The owner is not bound by it. */
+	for (i = 0; i < ARRAY_SIZE(c); i++)
+		if (vm_try_attach(&c[i], ctx->pool, MOECACHE_ROLE_CLIENT))
+			break;
+	vm_param_set("max_user_pool_files", old_user);
+	flood_end(job, pid);
+	VM_EQ(job->attached, 2);
+	VM_EQ(job->last_ret, -EMFILE);
+	VM_EQ(i, ARRAY_SIZE(c));
+	for (i = 0; i < ARRAY_SIZE(c); i++)
+		vm_detach(&c[i]);
+	vm_pool_destroy(ctx->pool);
+}
+
 static const struct vm_test review_tests[] = {
     VM_TEST(concurrency_release_during_wait_keeps_other_pins,
 	    "a failed WAIT whose pin another thread released leaves another client's pin alone"),
     VM_TEST(bad_input_rel_all_during_wait_no_underflow,
 	    "REL_ALL during a WAIT that then times out: no pin count wraps, the file pins again"),
+    VM_TEST(permission_client_file_flood_agent_still_attaches,
+	    "clients filling max_pool_files do not keep an agent or a loader from attaching"),
+    VM_TEST(permission_client_files_per_user_bound,
+	    "a user other than the owner attaches at most max_user_pool_files clients (EMFILE)"),
 };
 
 const struct vm_suite vm_review_suite = {review_tests, ARRAY_SIZE(review_tests)};

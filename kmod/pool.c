@@ -831,10 +831,22 @@ long ioc_get_info(struct moecache_pool *pool, struct moecache_file *mf,
 		.max_expert_bytes = (u64)max_expert_mb << 20,
 		.max_banks = pool_max_banks(),
 	};
+	struct moecache_pool *p;
 
 	mutex_lock(&moecache_pools_lock);
-	info.n_pools = moecache_n_pools;
-	info.host_bytes_used = moecache_host_bytes;
+	if (file_may_create(mf)) {
+		/* CAP_SYS_ADMIN of both parties: every pool, being made too. */
+		info.n_pools = moecache_n_pools;
+		info.host_bytes_used = moecache_host_bytes;
+	} else {
+		/* Only the pools the caller may learn exist (max_pools). */
+		list_for_each_entry(p, &moecache_pools, node) {
+			if (!pool_visible(p, mf))
+				continue;
+			info.n_pools++;
+			info.host_bytes_used += (u64)p->n_pages << PAGE_SHIFT;
+		}
+	}
 	mutex_unlock(&moecache_pools_lock);
 	return copy_to_user(argp, &info, sizeof(info)) ? -EFAULT : 0;
 }

@@ -285,6 +285,64 @@ static void permission_client_files_per_user_bound(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+/* ---- GET_INFO tells only what the caller may see ----------------------- */
+
+struct info_job {
+	char node[64];
+	struct moecache_info info;
+};
+
+static void info_main(void *arg)
+{
+	struct info_job *job = arg;
+	int fd = vm_become_unprivileged(NOBODY, NOBODY, job->node);
+
+	memset(&job->info, 0, sizeof(job->info));
+	VM_OK(ioctl(fd, MOECACHE_IOC_GET_INFO, &job->info));
+	close(fd);
+}
+
+/* GET_INFO as NOBODY, in a child. */
+static void info_as_nobody(struct info_job *job)
+{
+	vm_reap_ok(vm_spawn(info_main, job), 10000, "GET_INFO as nobody");
+}
+
+/*
+ * Pins: GET_INFO counted every pool and its host bytes for anyone who
+ * may open the device, root's mode 0600 pools included.
+ */
+static void permission_info_hides_invisible_pools(struct vm_ctx *ctx)
+{
+	struct info_job *job = vm_shared(sizeof(*job));
+	struct vm_geom g = vm_geom_default;
+	struct moecache_info before, hidden, shown, root;
+	char other[MOECACHE_NAME_LEN];
+
+	vm_get_node(job->node, sizeof(job->node));
+	info_as_nobody(job);
+	before = job->info;
+	vm_pool_create(ctx->pool, &vm_geom_default);	/* root's, 0600 */
+	info_as_nobody(job);
+	hidden = job->info;
+	vm_pool_name(ctx, 1, other);
+	g.mode = 0644;
+	vm_pool_create(other, &g);
+	info_as_nobody(job);
+	shown = job->info;
+	vm_get_info(&root);
+	vm_pool_destroy(other);
+	vm_pool_destroy(ctx->pool);
+	vm_put_node(job->node);
+	VM_EQ(hidden.n_pools, before.n_pools);
+	VM_EQ(hidden.host_bytes_used, before.host_bytes_used);
+	VM_EQ(shown.n_pools, before.n_pools + 1);
+	VM_ASSERT(shown.host_bytes_used > before.host_bytes_used);
+	/* The limits are no secret, and root still sees every pool. */
+	VM_EQ(shown.max_pools, root.max_pools);
+	VM_EQ(root.n_pools, shown.n_pools + 1);
+}
+
 static const struct vm_test review_tests[] = {
     VM_TEST(concurrency_release_during_wait_keeps_other_pins,
 	    "a failed WAIT whose pin another thread released leaves another client's pin alone"),
@@ -294,6 +352,8 @@ static const struct vm_test review_tests[] = {
 	    "clients filling max_pool_files do not keep an agent or a loader from attaching"),
     VM_TEST(permission_client_files_per_user_bound,
 	    "a user other than the owner attaches at most max_user_pool_files clients (EMFILE)"),
+    VM_TEST(permission_info_hides_invisible_pools,
+	    "GET_INFO counts only the pools and host bytes the caller may see"),
 };
 
 const struct vm_suite vm_review_suite = {review_tests, ARRAY_SIZE(review_tests)};

@@ -147,6 +147,13 @@ struct id_list {
 	u32 stack[MOECACHE_STACK_BATCH];
 };
 
+static void id_list_free(struct id_list *l)
+{
+	if (l->ids != l->stack)
+		kvfree(l->ids);
+	l->ids = l->stack;
+}
+
 static int id_list_copy(struct id_list *l, u64 uptr, u32 count)
 {
 	l->ids = l->stack;
@@ -154,27 +161,23 @@ static int id_list_copy(struct id_list *l, u64 uptr, u32 count)
 		return -EINVAL;
 	if (count > max_batch)
 		return -E2BIG;
+	/*
+	 * Charged to the caller: an ACQUIRE's lists live as long as its
+	 * WAIT, which may have no time limit.
+	 */
 	if (count > MOECACHE_STACK_BATCH) {
-		l->ids = memdup_user(u64_to_user_ptr(uptr),
-				     (size_t)count * sizeof(u32));
-		if (IS_ERR(l->ids)) {
-			int ret = PTR_ERR(l->ids);
-
+		l->ids = kvmalloc_array(count, sizeof(u32), GFP_KERNEL_ACCOUNT);
+		if (!l->ids) {
 			l->ids = l->stack;
-			return ret;
+			return -ENOMEM;
 		}
-		return 0;
 	}
-	if (copy_from_user(l->stack, u64_to_user_ptr(uptr),
-			   (size_t)count * sizeof(u32)))
+	if (copy_from_user(l->ids, u64_to_user_ptr(uptr),
+			   (size_t)count * sizeof(u32))) {
+		id_list_free(l);
 		return -EFAULT;
+	}
 	return 0;
-}
-
-static void id_list_free(struct id_list *l)
-{
-	if (l->ids != l->stack)
-		kfree(l->ids);
 }
 
 /* Turns global expert ids of one layer into idx, refusing repeats. */
@@ -464,8 +467,8 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 		goto out_free_idx;
 	ac.slots.ids = ac.slots.stack;
 	if (ac.req.count > MOECACHE_STACK_BATCH) {
-		ac.slots.ids = kmalloc_array(ac.req.count, sizeof(u32),
-					     GFP_KERNEL);
+		ac.slots.ids = kvmalloc_array(ac.req.count, sizeof(u32),
+					      GFP_KERNEL_ACCOUNT);
 		if (!ac.slots.ids) {
 			ret = -ENOMEM;
 			goto out_free_idx;

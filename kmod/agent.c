@@ -396,6 +396,35 @@ static struct file *bank_view_open(struct file *bank)
  * built without CONFIG_DMA_SHARED_BUFFER refuses every one, and the call to
  * dma_buf_get() is compiled out there.
  */
+static bool bank_is_dmabuf(struct file *bank, int fd)
+{
+	struct dma_buf *dmabuf;
+	bool ret;
+
+	if (!IS_ENABLED(CONFIG_DMA_SHARED_BUFFER))
+		return false;
+	dmabuf = dma_buf_get(fd);
+	if (IS_ERR(dmabuf))
+		return false;
+	ret = dmabuf->file == bank;
+	dma_buf_put(dmabuf);
+	return ret;
+}
+
+/*
+ * What a CUDA exporter hands out: the NVIDIA driver's POSIX fd handle is
+ * a file of its control device (a character device); a dma-buf or a memfd
+ * (the fake driver of the test builds) are taken too. Nothing else: a
+ * socket may carry a /dev/moecache fd in flight, which the pool would then
+ * hold forever, and a FIFO, a directory or another anon-inode file is no
+ * device memory.
+ */
+static bool bank_cuda_plausible(struct file *bank, int fd)
+{
+	return S_ISCHR(file_inode(bank)->i_mode) || shmem_file(bank) ||
+	       bank_is_dmabuf(bank, fd);
+}
+
 static int bank_check(struct file *bank, const struct moecache_bank *req)
 {
 	struct dma_buf *dmabuf;
@@ -421,7 +450,8 @@ static int bank_check(struct file *bank, const struct moecache_bank *req)
 		dma_buf_put(dmabuf);
 		break;
 	default:
-		/* A CUDA handle is the NVIDIA driver's own file. */
+		if (!bank_cuda_plausible(bank, req->fd))
+			ret = -EINVAL;
 		break;
 	}
 	return ret;

@@ -597,7 +597,7 @@ long ioc_bank_get(struct moecache_pool *pool, struct moecache_file *mf,
 
 	if (copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
-	if (req.index >= pool->n_banks)
+	if (req.flags || req.index >= pool->n_banks)
 		return -EINVAL;
 	index = array_index_nospec(req.index, pool->n_banks);
 	spin_lock(&pool->lock);

@@ -336,7 +336,10 @@ static long ioc_stats(struct moecache_pool *pool, struct moecache_file *mf,
 
 	if (copy_from_user(&st, argp, sizeof(st)))
 		return -EFAULT;
-	if (st.flags & ~MOECACHE_STATS_FLAGS_ALL)
+	/* Room to grow: what is not in use must be zero (uapi). */
+	if ((st.flags & ~MOECACHE_STATS_FLAGS_ALL) || st.pad ||
+	    memchr_inv(st.reserved, 0, sizeof(st.reserved)) ||
+	    (!(st.flags & MOECACHE_STATS_BANK) && st.bank))
 		return -EINVAL;
 	if (st.flags & MOECACHE_STATS_BANK)
 		ret = moecache_pool_bank_stats(pool, st.layer, st.bank, &st);

@@ -361,7 +361,7 @@ struct moecache_stats {
 	__u32 inflight;
 	__u32 n_clients;
 	__u32 agent_pid;		/* 0 when there is none */
-	__u32 bank;			/* in, with MOECACHE_STATS_BANK */
+	__u32 bank;			/* in, with MOECACHE_STATS_BANK; else 0 */
 	__u32 pad;
 	__u64 reserved[3];
 };

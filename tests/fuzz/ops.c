@@ -2015,6 +2015,7 @@ static void op_bank_get(struct fz_lane *l, struct fz_fd *f)
 	fz_expect_err(&e, ENODATA);
 	memset(&req, 0x5a, sizeof(req));
 	req.index = 0; /* the fuzzed pools have one bank */
+	req.flags = 0; /* none defined: must be 0 */
 	p = arg_ptr(l, &e, &req, sizeof(req), true, 8);
 	ret = xioctl(f->fd, MOECACHE_IOC_BANK_GET, p);
 	fz_trace(l, "BANK_GET fd %d -> %ld fd %d", f->fd, ret, ret == 0 ? req.fd : -1);
@@ -2080,6 +2081,9 @@ static void op_stats(struct fz_lane *l, struct fz_fd *f)
 	gate(&e, f, MOECACHE_ROLE_NONE, MOECACHE_ROLE_NONE);
 	memset(&st, 0x77, sizeof(st));
 	st.flags = 0;
+	/* pad and reserved must be zero; the rest is out (bank: below). */
+	st.pad = 0;
+	memset(st.reserved, 0, sizeof(st.reserved));
 	if (attached(f) && fz_chance(l, 1, 2))
 		layer = fz_below(l, f->g.n_layers);
 	if (fz_chance(l, 1, 12)) {
@@ -2090,6 +2094,9 @@ static void op_stats(struct fz_lane *l, struct fz_fd *f)
 		st.flags = 1u << fz_below(l, 32);
 		fz_defect(&e, "flags", EINVAL, 0);
 	}
+	/* bank is read with STATS_BANK only, and must be 0 without it. */
+	if (!(st.flags & MOECACHE_STATS_BANK))
+		st.bank = 0;
 	st.layer = layer;
 	p = arg_ptr(l, &e, &st, sizeof(st), true, 5);
 	ret = xioctl(f->fd, MOECACHE_IOC_STATS, p);

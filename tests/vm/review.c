@@ -473,6 +473,73 @@ static void bad_input_bank_set_cuda_file_types(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+/* ---- reserved fields must be zero -------------------------------------- */
+
+enum reserved_field { RF_PAD, RF_RESERVED0, RF_RESERVED1, RF_RESERVED2, RF_BANK };
+
+static const struct {
+	enum reserved_field field;
+	const char *what;
+} stats_reserved[] = {
+    {RF_PAD, "pad"},
+    {RF_RESERVED0, "reserved[0]"},
+    {RF_RESERVED1, "reserved[1]"},
+    {RF_RESERVED2, "reserved[2]"},
+    {RF_BANK, "bank without MOECACHE_STATS_BANK"},
+};
+
+/*
+ * Pins: STATS took non-zero pad and reserved[] and ignored bank without
+ * MOECACHE_STATS_BANK, and BANK_GET ignored flags, so neither could give
+ * those bits a meaning later.
+ */
+static void bad_input_stats_reserved_nonzero(struct vm_ctx *ctx)
+{
+	struct moecache_stats st;
+	struct moecache_bank bank;
+	struct vm_view a, c;
+	unsigned int i;
+	int memfd;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	for (i = 0; i < ARRAY_SIZE(stats_reserved); i++) {
+		memset(&st, 0, sizeof(st));
+		st.layer = MOECACHE_NONE;
+		switch (stats_reserved[i].field) {
+		case RF_PAD:
+			st.pad = 1;
+			break;
+		case RF_RESERVED0:
+		case RF_RESERVED1:
+		case RF_RESERVED2:
+			st.reserved[stats_reserved[i].field - RF_RESERVED0] = 1;
+			break;
+		case RF_BANK:
+			st.bank = 1;
+			break;
+		}
+		errno = 0;
+		if (ioctl(c.fd, MOECACHE_IOC_STATS, &st) != -1 || errno != EINVAL)
+			VM_FAIL("STATS with non-zero %s: %s, want EINVAL", stats_reserved[i].what,
+				errno ? vm_errname(errno) : "taken");
+	}
+	/* All zero: taken. */
+	vm_stats(&c, MOECACHE_NONE, &st);
+	memfd = vm_bank_set_memfd(&a, a.att.expert_bytes, &bank);
+	memset(&bank, 0, sizeof(bank));
+	bank.flags = 1;
+	VM_REFUSED(&c, EINVAL, ioctl(c.fd, MOECACHE_IOC_BANK_GET, &bank));
+	memset(&bank, 0, sizeof(bank));
+	VM_OK(ioctl(c.fd, MOECACHE_IOC_BANK_GET, &bank));
+	close(bank.fd);
+	close(memfd);
+	vm_detach(&c);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
 static const struct vm_test review_tests[] = {
     VM_TEST(concurrency_release_during_wait_keeps_other_pins,
 	    "a failed WAIT whose pin another thread released leaves another client's pin alone"),
@@ -488,6 +555,9 @@ static const struct vm_test review_tests[] = {
 	    "BANK_SET CUDA of an AF_UNIX socket carrying a pool's fd is EINVAL; the pool goes"),
     VM_TEST(bad_input_bank_set_cuda_file_types,
 	    "a CUDA bank is no pipe, directory, anon inode or socket (EINVAL); a memfd is taken"),
+    VM_TEST(bad_input_stats_reserved_nonzero,
+	    "STATS with non-zero pad, reserved[] or bank without STATS_BANK, BANK_GET with flags: "
+	    "EINVAL"),
 };
 
 const struct vm_suite vm_review_suite = {review_tests, ARRAY_SIZE(review_tests)};

@@ -1115,6 +1115,39 @@ static unsigned int moecache_nl_subs_get(struct moecache_nl_sub **subs,
 	return n;
 }
 
+/*
+ * Queues an event on the subscribed socket itself, never on whatever
+ * socket holds its port id: netlink_release() frees the port id before it
+ * marks the socket dead, so between a check of SOCK_DEAD and the port id
+ * lookup genlmsg_unicast() makes, another socket could bind that port id
+ * and receive an event of a pool it may not read. netlink exports no call
+ * that sends to a given sock (netlink_attachskb() and netlink_sendskb()
+ * serve the built-in mqueue), so the event takes the socket core's receive
+ * path, which netlink's recvmsg() reads: the socket filter, the receive
+ * buffer limit, the receive queue. A full buffer drops the event and
+ * reports ENOBUFS on the socket, as netlink_overrun() does; the socket's
+ * NETLINK_NO_ENOBUFS, netlink's private flag, is not seen here, and nlmon
+ * taps do not see events. The caller holds a reference to sk, so a socket
+ * released meanwhile only has the event purged with its queue.
+ */
+static void moecache_nl_deliver(struct sock *sk, struct sk_buff *msg)
+{
+	int err;
+
+	if (sock_flag(sk, SOCK_DEAD)) {
+		nlmsg_free(msg);
+		return;
+	}
+	err = sock_queue_rcv_skb(sk, msg);
+	if (!err)
+		return;
+	kfree_skb(msg);
+	if (err == -ENOMEM || err == -ENOBUFS) {
+		WRITE_ONCE(sk->sk_err, ENOBUFS);
+		sk_error_report(sk);
+	}
+}
+
 static void moecache_nl_send_event(struct moecache_nl_sub *sub, u32 type,
 				   enum moecache_event ev,
 				   const char *pool_name, struct pid *agent,
@@ -1136,17 +1169,7 @@ static void moecache_nl_send_event(struct moecache_nl_sub *sub, u32 type,
 		return;
 	}
 	genlmsg_end(msg, hdr);
-	/*
-	 * A released socket's port id may be someone else's already: send
-	 * only while the subscribed socket lives (it dies before its port id
-	 * is freed). A full receive buffer drops the event and marks the
-	 * socket ENOBUFS, as a multicast overrun does.
-	 */
-	if (sock_flag(sub->sk, SOCK_DEAD)) {
-		nlmsg_free(msg);
-		return;
-	}
-	genlmsg_unicast(&init_net, msg, sub->portid);
+	moecache_nl_deliver(sub->sk, msg);
 }
 
 void moecache_nl_event(enum moecache_event ev, const char *pool_name,

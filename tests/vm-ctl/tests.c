@@ -49,6 +49,9 @@ const struct ct_test ct_tests[] = {
     {.name = "basic_nl_events_miss_storm",
      .description = "events: a miss storm is reported",
      .run = nl_events_miss_storm},
+    {.name = "basic_nl_events_overrun_enobufs",
+     .description = "a listener that does not read loses events with ENOBUFS, then gets the next",
+     .run = nl_events_overrun_enobufs},
     {.name = "basic_nl_unprivileged_reads",
      .description = "an unprivileged user may list, describe and read stats of a pool with "
 		    "mode 0604",

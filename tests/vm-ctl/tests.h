@@ -21,6 +21,7 @@ void nl_events_pools(struct ct_ctx *ctx);
 void nl_events_agent(struct ct_ctx *ctx);
 void nl_events_eviction(struct ct_ctx *ctx);
 void nl_events_miss_storm(struct ct_ctx *ctx);
+void nl_events_overrun_enobufs(struct ct_ctx *ctx);
 void nl_unprivileged_reads(struct ct_ctx *ctx);
 void nl_destroy_owner(struct ct_ctx *ctx);
 void nl_flush_owner(struct ct_ctx *ctx);

@@ -53,8 +53,11 @@ static bool request_add(struct moecache_pool *pool, struct moecache_file *mf,
 	lockdep_assert_held(&pool->lock);
 	if (WARN_ON_ONCE(pool->estate[idx] == ES_RESIDENT))
 		return false;
-	if (mf && !__test_and_set_bit(idx, mf->asked))
+	if (mf && !__test_and_set_bit(idx, mf->asked)) {
 		pool->n_askers[idx]++;
+		if (!mf->n_asked++)
+			list_add_tail(&mf->ask_node, &pool->asking);
+	}
 	/* The flags of every ask, DEMAND winning over CPU (uapi). */
 	pool->req_flags[idx] |= flag;
 	if (pool->req_flags[idx] & MOECACHE_REQ_DEMAND)
@@ -78,18 +81,28 @@ void request_dequeue(struct moecache_pool *pool, u32 idx)
 	queue_depth_publish(pool);
 }
 
-/* The request for idx is answered: nobody is asking any more. */
+/*
+ * The request for idx is answered: nobody is asking any more. Only the
+ * files with an ask out are looked at, and only until every asker of idx
+ * is found: the cost does not grow with the idle files of the pool.
+ */
 void request_done(struct moecache_pool *pool, u32 idx)
 {
-	struct moecache_file *f;
+	struct moecache_file *f, *next;
+	u32 left = pool->n_askers[idx];
 
 	lockdep_assert_held(&pool->lock);
-	if (pool->n_askers[idx]) {
-		list_for_each_entry(f, &pool->files, node)
-			if (f->asked)
-				__clear_bit(idx, f->asked);
-		pool->n_askers[idx] = 0;
+	list_for_each_entry_safe(f, next, &pool->asking, ask_node) {
+		if (!left)
+			break;
+		if (!__test_and_clear_bit(idx, f->asked))
+			continue;
+		left--;
+		if (!--f->n_asked)
+			list_del_init(&f->ask_node);
 	}
+	WARN_ON_ONCE(left);
+	pool->n_askers[idx] = 0;
 	pool->req_flags[idx] = 0;
 }
 
@@ -138,6 +151,8 @@ void client_detach(struct moecache_pool *pool, struct moecache_file *mf)
 		pool->estate[idx] = ES_IDLE;
 		pool->req_flags[idx] = 0;
 	}
+	list_del_init(&mf->ask_node);
+	mf->n_asked = 0;
 	pool->n_clients--;
 }
 

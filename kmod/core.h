@@ -198,6 +198,7 @@ struct moecache_pool {
 	u64 n_pins;
 
 	struct list_head files;		/* attached moecache_files */
+	struct list_head asking;	/* client files with an ask out */
 	u32 n_files;
 	u32 n_clients;
 	/*
@@ -232,6 +233,8 @@ struct moecache_file {
 	u32 *pins;			/* clients: pins per slot */
 	u32 n_pins;			/* clients: their sum, <= max_file_pins */
 	unsigned long *asked;		/* clients: idx this file asked for */
+	u32 n_asked;			/* clients: bits set in asked */
+	struct list_head ask_node;	/* pool->asking, while n_asked */
 	u32 *fast_pins;			/* fast clients: their region, vmalloc */
 	size_t fast_pins_size;
 	struct moecache_fast_ref *fast_refs;	/* per page of fast_pins */

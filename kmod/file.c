@@ -53,6 +53,7 @@ static int moecache_open(struct inode *inode, struct file *file)
 	if (!mf)
 		return -ENOMEM;
 	INIT_LIST_HEAD(&mf->node);
+	INIT_LIST_HEAD(&mf->ask_node);
 	mf->file = file;
 	file->private_data = mf;
 	return 0;

@@ -468,6 +468,7 @@ int moecache_pool_create(const struct moecache_pool_create *req,
 	INIT_LIST_HEAD(&pool->queue);
 	INIT_LIST_HEAD(&pool->waiters);
 	INIT_LIST_HEAD(&pool->files);
+	INIT_LIST_HEAD(&pool->asking);
 	pool->storm_start = jiffies;
 
 	ret = pool_charge_memlock(pool);

@@ -6,12 +6,16 @@
  */
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -540,6 +544,121 @@ static void bad_input_stats_reserved_nonzero(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+/* ---- perf: answering a request costs the same beside idle files ------- */
+
+/* Idle client files beside the busy pool's agent and asker. */
+#define RV_IDLE_FILES 1000
+/* Miss + EVICT + COMMIT cycles per measurement, and measurements per pool. */
+#define RV_CYCLES 200
+#define RV_ROUNDS 15
+/* The bound on the busy pool's COMMIT time over the quiet one's. */
+#define RV_RATIO_MAX 1.5
+
+struct rv_perf_pool {
+	char name[MOECACHE_NAME_LEN];
+	struct vm_view a;
+	struct vm_view asker;
+	__u32 expert; /* in slot 0 */
+	uint64_t best;
+};
+
+static uint64_t rv_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void rv_perf_pool_setup(struct rv_perf_pool *p)
+{
+	vm_pool_create(p->name, &vm_geom_default);
+	vm_attach(&p->a, p->name, MOECACHE_ROLE_AGENT);
+	vm_attach(&p->asker, p->name, MOECACHE_ROLE_CLIENT);
+	vm_fill(&p->a, 0, 0, 0);
+	p->expert = 0;
+	p->best = UINT64_MAX;
+}
+
+/*
+ * Nanoseconds spent in RV_CYCLES COMMITs of an expert the asker missed on
+ * (its ACQUIRE and the agent's EVICT not counted).
+ */
+static uint64_t rv_time_commits(struct rv_perf_pool *p)
+{
+	struct moecache_acquire acq;
+	uint64_t spent = 0, t0;
+	__u32 k, next, slot;
+
+	for (k = 0; k < RV_CYCLES; k++) {
+		next = p->expert == 0 ? 1 : 0;
+		VM_EQ(vm_try_acquire(&p->asker, 0, &next, 1, &slot, 0, 0, &acq), 0);
+		VM_EQ(acq.n_pinned, 0);
+		vm_evict(&p->a, 0, 0, next, NULL);
+		t0 = rv_now_ns();
+		vm_commit1(&p->a, 0, 0, next, 0);
+		spent += rv_now_ns() - t0;
+		p->expert = next;
+	}
+	return spent;
+}
+
+/*
+ * Pins: a COMMIT of an expert someone asked for walked every attached
+ * file under the pool's spinlock, so idle clients slowed every answered
+ * miss of the pool.
+ */
+static void perf_commit_asked_idle_files(struct vm_ctx *ctx)
+{
+	struct rv_perf_pool busy, quiet;
+	unsigned long long max_files;
+	struct vm_view *idle;
+	struct rlimit rl;
+	double ratio;
+	unsigned int i, r, n_idle = RV_IDLE_FILES;
+
+	VM_ASSERT(vm_param_read("max_pool_files", &max_files));
+	if (max_files < n_idle + 8)
+		n_idle = (unsigned int)max_files - 8;
+	rl.rlim_cur = rl.rlim_max = n_idle + 256;
+	VM_OK(setrlimit(RLIMIT_NOFILE, &rl));
+	snprintf(busy.name, sizeof(busy.name), "%s", ctx->pool);
+	vm_pool_name(ctx, 1, quiet.name);
+	rv_perf_pool_setup(&busy);
+	rv_perf_pool_setup(&quiet);
+	idle = calloc(n_idle, sizeof(*idle));
+	VM_ASSERT(idle);
+	/* Attached before the asker's misses, and never asking anything. */
+	for (i = 0; i < n_idle; i++)
+		vm_attach(&idle[i], busy.name, MOECACHE_ROLE_CLIENT);
+	/* Side by side: the pools take turns, the best of each is kept. */
+	for (r = 0; r < RV_ROUNDS; r++) {
+		uint64_t t = rv_time_commits(&busy);
+
+		busy.best = t < busy.best ? t : busy.best;
+		t = rv_time_commits(&quiet);
+		quiet.best = t < quiet.best ? t : quiet.best;
+	}
+	ratio = (double)busy.best / (double)quiet.best;
+	fprintf(stderr,
+		"COMMIT of an asked expert with %u idle client files attached / with none: %.2f "
+		"(%.1f us / %.1f us per COMMIT, best of %d x %d)\n",
+		n_idle, ratio, busy.best / 1e3 / RV_CYCLES, quiet.best / 1e3 / RV_CYCLES,
+		RV_ROUNDS, RV_CYCLES);
+	VM_ASSERT_MSG(ratio < RV_RATIO_MAX,
+		      "COMMIT costs %.2f times as much with %u idle client files attached", ratio,
+		      n_idle);
+	for (i = 0; i < n_idle; i++)
+		vm_detach(&idle[i]);
+	free(idle);
+	vm_detach(&busy.asker);
+	vm_detach(&quiet.asker);
+	vm_detach(&busy.a);
+	vm_detach(&quiet.a);
+	vm_pool_destroy(busy.name);
+	vm_pool_destroy(quiet.name);
+}
+
 static const struct vm_test review_tests[] = {
     VM_TEST(concurrency_release_during_wait_keeps_other_pins,
 	    "a failed WAIT whose pin another thread released leaves another client's pin alone"),
@@ -558,6 +677,9 @@ static const struct vm_test review_tests[] = {
     VM_TEST(bad_input_stats_reserved_nonzero,
 	    "STATS with non-zero pad, reserved[] or bank without STATS_BANK, BANK_GET with flags: "
 	    "EINVAL"),
+    VM_TEST_TIMEOUT(perf_commit_asked_idle_files,
+		    "a COMMIT answering a miss costs under 1.5x with 1000 idle client files attached",
+		    120),
 };
 
 const struct vm_suite vm_review_suite = {review_tests, ARRAY_SIZE(review_tests)};

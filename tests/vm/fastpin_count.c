@@ -14,8 +14,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -259,34 +257,6 @@ static void basic_fast_pin_count_zapped(struct vm_ctx *ctx)
 /* The bound on the busy pool's EVICT time over the quiet one's. */
 #define FC_RATIO_MAX 1.5
 
-static uint64_t fc_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Nanoseconds spent in FC_CYCLES EVICTs of a resident slot 0 (the COMMITs not counted). */
-static uint64_t fc_time_evicts(const struct vm_view *a, __u32 *expert)
-{
-	uint64_t spent = 0, t0;
-	__u32 k, next;
-	int ret;
-
-	for (k = 0; k < FC_CYCLES; k++) {
-		next = *expert == 0 ? 1 : 0;
-		t0 = fc_now_ns();
-		ret = fc_try_evict(a, 0, 0, next);
-		spent += fc_now_ns() - t0;
-		if (ret)
-			VM_FAIL("EVICT of slot 0 for (0, %u): %s", next, vm_errname(-ret));
-		vm_commit1(a, 0, 0, next, 0);
-		*expert = next;
-	}
-	return spent;
-}
-
 struct fc_perf_pool {
 	char name[MOECACHE_NAME_LEN];
 	struct vm_view a;
@@ -294,6 +264,27 @@ struct fc_perf_pool {
 	__u32 expert; /* in slot 0 */
 	uint64_t best;
 };
+
+/* Nanoseconds spent in FC_CYCLES EVICTs of a resident slot 0 (the COMMITs not counted). */
+static uint64_t fc_time_evicts(void *pool)
+{
+	struct fc_perf_pool *p = pool;
+	uint64_t spent = 0, t0;
+	__u32 k, next;
+	int ret;
+
+	for (k = 0; k < FC_CYCLES; k++) {
+		next = p->expert == 0 ? 1 : 0;
+		t0 = vm_now_ns();
+		ret = fc_try_evict(&p->a, 0, 0, next);
+		spent += vm_now_ns() - t0;
+		if (ret)
+			VM_FAIL("EVICT of slot 0 for (0, %u): %s", next, vm_errname(-ret));
+		vm_commit1(&p->a, 0, 0, next, 0);
+		p->expert = next;
+	}
+	return spent;
+}
 
 static void fc_perf_pool_setup(struct fc_perf_pool *p)
 {
@@ -305,23 +296,15 @@ static void fc_perf_pool_setup(struct fc_perf_pool *p)
 	fc_pin_at(&p->pinner, 3, 15, 7);
 	vm_fill(&p->a, 0, 0, 0);
 	p->expert = 0;
-	p->best = UINT64_MAX;
 }
 
 static void perf_fast_pin_count_idle_files(struct vm_ctx *ctx)
 {
+	unsigned int i, n_idle = vm_idle_files(FC_IDLE_FILES);
 	struct fc_perf_pool busy, quiet;
 	struct fc_client *idle;
-	unsigned long long max_files;
-	struct rlimit rl;
 	double ratio;
-	unsigned int i, r, n_idle = FC_IDLE_FILES;
 
-	VM_ASSERT(vm_param_read("max_pool_files", &max_files));
-	if (max_files < n_idle + 8)
-		n_idle = (unsigned int)max_files - 8;
-	rl.rlim_cur = rl.rlim_max = n_idle + 256;
-	VM_OK(setrlimit(RLIMIT_NOFILE, &rl));
 	snprintf(busy.name, sizeof(busy.name), "%s", ctx->pool);
 	vm_pool_name(ctx, 1, quiet.name);
 	fc_perf_pool_setup(&busy);
@@ -331,14 +314,7 @@ static void perf_fast_pin_count_idle_files(struct vm_ctx *ctx)
 	/* Attached with their regions mapped, and never pinning anything. */
 	for (i = 0; i < n_idle; i++)
 		fc_attach(&idle[i], busy.name);
-	/* Side by side: the pools take turns, the best of each is kept. */
-	for (r = 0; r < FC_ROUNDS; r++) {
-		uint64_t t = fc_time_evicts(&busy.a, &busy.expert);
-
-		busy.best = t < busy.best ? t : busy.best;
-		t = fc_time_evicts(&quiet.a, &quiet.expert);
-		quiet.best = t < quiet.best ? t : quiet.best;
-	}
+	vm_best_side_by_side(FC_ROUNDS, fc_time_evicts, &busy, &quiet, &busy.best, &quiet.best);
 	ratio = (double)busy.best / (double)quiet.best;
 	fprintf(stderr,
 		"EVICT with %u idle fast-pins files attached / with none: %.2f "

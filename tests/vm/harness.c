@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -873,4 +874,43 @@ int vm_become_unprivileged(uid_t uid, gid_t gid, const char *node)
 	if (fd < 0)
 		VM_FAIL("open %s as uid %u: %s", node, (unsigned int)uid, vm_errname(errno));
 	return fd;
+}
+
+/* ---- perf --------------------------------------------------------------- */
+
+uint64_t vm_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+unsigned int vm_idle_files(unsigned int want)
+{
+	unsigned long long max_files;
+	struct rlimit rl;
+
+	VM_ASSERT(vm_param_read("max_pool_files", &max_files));
+	if (max_files < want + 8)
+		want = (unsigned int)max_files - 8;
+	rl.rlim_cur = rl.rlim_max = want + 256;
+	VM_OK(setrlimit(RLIMIT_NOFILE, &rl));
+	return want;
+}
+
+void vm_best_side_by_side(unsigned int rounds, uint64_t (*time)(void *pool), void *a, void *b,
+			  uint64_t *best_a, uint64_t *best_b)
+{
+	unsigned int r;
+	uint64_t t;
+
+	*best_a = UINT64_MAX;
+	*best_b = UINT64_MAX;
+	for (r = 0; r < rounds; r++) {
+		t = time(a);
+		*best_a = t < *best_a ? t : *best_a;
+		t = time(b);
+		*best_b = t < *best_b ? t : *best_b;
+	}
 }

@@ -276,6 +276,24 @@ void vm_wait_sleeping(pid_t pid, int timeout_ms, const char *what);
 void *vm_shared(size_t len);
 #define vm_sleep_ms tap_sleep_ms
 #define vm_now_ms tap_now_ms
+/* CLOCK_MONOTONIC in nanoseconds, for perf_ tests. */
+uint64_t vm_now_ns(void);
+
+/* ---- perf: two pools side by side ------------------------------------- */
+
+/*
+ * How many idle files a perf test may attach to one pool beside a few of
+ * its own: want, or fewer under max_pool_files; RLIMIT_NOFILE is raised
+ * to hold them.
+ */
+unsigned int vm_idle_files(unsigned int want);
+/*
+ * Runs time(a) and time(b) in turn, rounds times, and keeps the smallest
+ * result of each in *best_a and *best_b: side by side, so that the noise
+ * of a shared machine falls on both.
+ */
+void vm_best_side_by_side(unsigned int rounds, uint64_t (*time)(void *pool), void *a, void *b,
+			  uint64_t *best_a, uint64_t *best_b);
 
 /* A one-way pipe used to say "I got here" between processes. */
 struct vm_gate {

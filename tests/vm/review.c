@@ -13,9 +13,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -562,14 +560,6 @@ struct rv_perf_pool {
 	uint64_t best;
 };
 
-static uint64_t rv_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void rv_perf_pool_setup(struct rv_perf_pool *p)
 {
 	vm_pool_create(p->name, &vm_geom_default);
@@ -577,15 +567,15 @@ static void rv_perf_pool_setup(struct rv_perf_pool *p)
 	vm_attach(&p->asker, p->name, MOECACHE_ROLE_CLIENT);
 	vm_fill(&p->a, 0, 0, 0);
 	p->expert = 0;
-	p->best = UINT64_MAX;
 }
 
 /*
  * Nanoseconds spent in RV_CYCLES COMMITs of an expert the asker missed on
  * (its ACQUIRE and the agent's EVICT not counted).
  */
-static uint64_t rv_time_commits(struct rv_perf_pool *p)
+static uint64_t rv_time_commits(void *pool)
 {
+	struct rv_perf_pool *p = pool;
 	struct moecache_acquire acq;
 	uint64_t spent = 0, t0;
 	__u32 k, next, slot;
@@ -595,9 +585,9 @@ static uint64_t rv_time_commits(struct rv_perf_pool *p)
 		VM_EQ(vm_try_acquire(&p->asker, 0, &next, 1, &slot, 0, 0, &acq), 0);
 		VM_EQ(acq.n_pinned, 0);
 		vm_evict(&p->a, 0, 0, next, NULL);
-		t0 = rv_now_ns();
+		t0 = vm_now_ns();
 		vm_commit1(&p->a, 0, 0, next, 0);
-		spent += rv_now_ns() - t0;
+		spent += vm_now_ns() - t0;
 		p->expert = next;
 	}
 	return spent;
@@ -610,18 +600,11 @@ static uint64_t rv_time_commits(struct rv_perf_pool *p)
  */
 static void perf_commit_asked_idle_files(struct vm_ctx *ctx)
 {
+	unsigned int i, n_idle = vm_idle_files(RV_IDLE_FILES);
 	struct rv_perf_pool busy, quiet;
-	unsigned long long max_files;
 	struct vm_view *idle;
-	struct rlimit rl;
 	double ratio;
-	unsigned int i, r, n_idle = RV_IDLE_FILES;
 
-	VM_ASSERT(vm_param_read("max_pool_files", &max_files));
-	if (max_files < n_idle + 8)
-		n_idle = (unsigned int)max_files - 8;
-	rl.rlim_cur = rl.rlim_max = n_idle + 256;
-	VM_OK(setrlimit(RLIMIT_NOFILE, &rl));
 	snprintf(busy.name, sizeof(busy.name), "%s", ctx->pool);
 	vm_pool_name(ctx, 1, quiet.name);
 	rv_perf_pool_setup(&busy);
@@ -631,14 +614,7 @@ static void perf_commit_asked_idle_files(struct vm_ctx *ctx)
 	/* Attached before the asker's misses, and never asking anything. */
 	for (i = 0; i < n_idle; i++)
 		vm_attach(&idle[i], busy.name, MOECACHE_ROLE_CLIENT);
-	/* Side by side: the pools take turns, the best of each is kept. */
-	for (r = 0; r < RV_ROUNDS; r++) {
-		uint64_t t = rv_time_commits(&busy);
-
-		busy.best = t < busy.best ? t : busy.best;
-		t = rv_time_commits(&quiet);
-		quiet.best = t < quiet.best ? t : quiet.best;
-	}
+	vm_best_side_by_side(RV_ROUNDS, rv_time_commits, &busy, &quiet, &busy.best, &quiet.best);
 	ratio = (double)busy.best / (double)quiet.best;
 	fprintf(stderr,
 		"COMMIT of an asked expert with %u idle client files attached / with none: %.2f "

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "libmoecache.h"
 
 #define NOBODY 65534
 /* Another unprivileged uid, a tenant of its own. */
@@ -406,6 +407,73 @@ static void permission_pin_share_fast_pins_exempt_only(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+struct lib_job {
+	char pool[MOECACHE_NAME_LEN];
+	char node[64];
+	int attach_ret;
+	__u64 pins_size; /* of the handle's pool info */
+	int acquire_ret;
+	__u32 slot;
+	struct vm_gate ready;	/* it holds its pin */
+	struct vm_gate release; /* it may let it go */
+};
+
+/* libmoecache's client as uid 65534: attach with fast pins, acquire expert 0, hold it. */
+static void lib_main(void *arg)
+{
+	struct lib_job *job = arg;
+	struct moecache *mc;
+
+	close(vm_become_unprivileged(NOBODY, NOBODY, job->node));
+	VM_OK(moecache_open(job->node, &mc));
+	job->slot = MOECACHE_NONE;
+	job->attach_ret =
+	    moecache_attach_flags(mc, job->pool, MOECACHE_ROLE_CLIENT, MOECACHE_ATTACH_FAST_PINS);
+	if (!job->attach_ret) {
+		job->pins_size = moecache_pool(mc)->off.pins_size;
+		job->acquire_ret = moecache_acquire(mc, 0, ids, 1, &job->slot, 0, 0, NULL);
+	}
+	vm_gate_pass(&job->ready);
+	vm_gate_wait(&job->release, 30000, "the test's release");
+	moecache_close(mc);
+}
+
+/*
+ * libmoecache asked for fast pins by a tenant without the right to them
+ * (the Python Client's default): attached without, it pins with ACQUIRE,
+ * which the driver counts against the share.
+ */
+static void basic_pin_share_lib_fast_pins_fall_back(struct vm_ctx *ctx)
+{
+	struct lib_job *job = vm_shared(sizeof(*job));
+	struct vm_view a;
+	pid_t pid;
+
+	share_pool(ctx->pool, 0, 0644, &a);
+	snprintf(job->pool, sizeof(job->pool), "%s", ctx->pool);
+	vm_get_node(job->node, sizeof(job->node));
+	vm_gate_open(&job->ready);
+	vm_gate_open(&job->release);
+	pid = vm_spawn(lib_main, job);
+	vm_gate_wait(&job->ready, 10000, "the library's client");
+	VM_EQ(job->attach_ret, 0);
+	VM_EQ(job->pins_size, 0);
+	VM_EQ(job->acquire_ret, 0);
+	VM_EQ(job->slot, 0);
+	/* A kernel pin: in the map region, and the agent cannot evict it. */
+	VM_EQ(vm_load32(&a.pins[0]), 1);
+	VM_ERR(ioctl(a.fd, MOECACHE_IOC_EVICT,
+		     &(struct moecache_evict){.slot = 0, .layer = 1, .expert = 0}),
+	       EBUSY);
+	vm_gate_pass(&job->release);
+	vm_reap_ok(pid, 10000, "the library's client");
+	vm_gate_close(&job->ready);
+	vm_gate_close(&job->release);
+	vm_put_node(job->node);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
 /* ---- WAIT ------------------------------------------------------------------ */
 
 static void wait_main(void *arg)
@@ -656,6 +724,8 @@ static const struct vm_test pin_share_tests[] = {
 	    "a file opened by uid 65534 and used by root is held to its opener's share"),
     VM_TEST(permission_pin_share_fast_pins_exempt_only,
 	    "ATTACH with FAST_PINS is EPERM but for the pool's owner and root"),
+    VM_TEST(basic_pin_share_lib_fast_pins_fall_back,
+	    "libmoecache's fast-pins attach by uid 65534 falls back to ACQUIRE pins"),
     VM_TEST(permission_pin_share_wait_beyond_share,
 	    "an ACQUIRE|WAIT beyond the share is EDQUOT at once, with nothing changed"),
     VM_TEST(permission_pin_share_acquire_release_net,

@@ -51,17 +51,12 @@ static int acq(const struct vm_view *c, __u32 layer, const __u32 *experts, __u32
 	       __u32 timeout_ms)
 {
 	__u32 slots[N_SLOTS];
-	struct moecache_acquire req = {
-	    .layer = layer,
-	    .count = count,
-	    .experts = (uintptr_t)experts,
-	    .slots = (uintptr_t)slots,
-	    .flags = flags,
-	    .timeout_ms = timeout_ms,
-	};
+	int ret;
 
 	VM_ASSERT(count <= N_SLOTS);
-	return ioctl(c->fd, MOECACHE_IOC_ACQUIRE, &req);
+	ret = vm_try_acquire(c, layer, experts, count, slots, flags, timeout_ms, NULL);
+	errno = -ret;
+	return ret ? -1 : 0;
 }
 
 /* ACQUIRE_RELEASE: drop one pin on rel_slot, then acquire experts of layer 0. */
@@ -122,13 +117,31 @@ static struct tenant_job *tenant_job_new(const char *pool, uid_t uid)
 	return job;
 }
 
+static void tenant_job_free(struct tenant_job *job)
+{
+	vm_gate_close(&job->ready);
+	vm_gate_close(&job->release);
+	vm_put_node(job->node);
+}
+
 static void tenant_job_end(struct tenant_job *job, pid_t pid)
 {
 	vm_gate_pass(&job->release);
 	vm_reap_ok(pid, 10000, "the tenant");
-	vm_gate_close(&job->ready);
-	vm_gate_close(&job->release);
-	vm_put_node(job->node);
+	tenant_job_free(job);
+}
+
+/* Runs fn as uid 65534 against a fresh share_pool() to its end. */
+static void tenant_run(struct vm_ctx *ctx, void (*fn)(void *arg))
+{
+	struct tenant_job *job = tenant_job_new(ctx->pool, NOBODY);
+	struct vm_view a;
+
+	share_pool(ctx->pool, 0, 0644, &a);
+	vm_reap_ok(vm_spawn(fn, job), 20000, "the tenant");
+	tenant_job_free(job);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
 }
 
 /* Drops to job->uid and attaches a client, or another one once dropped (fd -1). */
@@ -311,7 +324,7 @@ static void permission_pin_share_owner_and_root_unlimited(struct vm_ctx *ctx)
 	job = tenant_job_new(theirs, NOBODY);
 	vm_reap_ok(vm_spawn(owner_main, job), 10000, "the owner's client");
 	VM_EQ(job->pinned, N_SLOTS);
-	vm_put_node(job->node);
+	tenant_job_free(job);
 	vm_detach(&a);
 	vm_pool_destroy(theirs);
 }
@@ -497,16 +510,7 @@ static void wait_main(void *arg)
 /* Pins: a WAIT beyond the tenant's share slept out its timeout instead of failing. */
 static void permission_pin_share_wait_beyond_share(struct vm_ctx *ctx)
 {
-	struct tenant_job *job = tenant_job_new(ctx->pool, NOBODY);
-	struct vm_view a;
-
-	share_pool(ctx->pool, 0, 0644, &a);
-	vm_reap_ok(vm_spawn(wait_main, job), 20000, "the waiting tenant");
-	vm_gate_close(&job->ready);
-	vm_gate_close(&job->release);
-	vm_put_node(job->node);
-	vm_detach(&a);
-	vm_pool_destroy(ctx->pool);
+	tenant_run(ctx, wait_main);
 }
 
 static void acq_rel_main(void *arg)
@@ -529,16 +533,7 @@ static void acq_rel_main(void *arg)
 /* ACQUIRE_RELEASE is judged net of what it releases, and refused whole. */
 static void permission_pin_share_acquire_release_net(struct vm_ctx *ctx)
 {
-	struct tenant_job *job = tenant_job_new(ctx->pool, NOBODY);
-	struct vm_view a;
-
-	share_pool(ctx->pool, 0, 0644, &a);
-	vm_reap_ok(vm_spawn(acq_rel_main, job), 10000, "the tenant");
-	vm_gate_close(&job->ready);
-	vm_gate_close(&job->release);
-	vm_put_node(job->node);
-	vm_detach(&a);
-	vm_pool_destroy(ctx->pool);
+	tenant_run(ctx, acq_rel_main);
 }
 
 static void late_waiter_main(void *arg)
@@ -580,9 +575,7 @@ static void concurrency_pin_share_wait_room_taken(struct vm_ctx *ctx)
 	for (s = 0; s < N_SLOTS; s++)
 		VM_EQ(vm_load32(&a.pins[s]), s < SHARE ? 1 : 0);
 	tenant_job_end(job, pid);
-	vm_gate_close(&waiter->ready);
-	vm_gate_close(&waiter->release);
-	vm_put_node(waiter->node);
+	tenant_job_free(waiter);
 	vm_detach(&a);
 	vm_pool_destroy(ctx->pool);
 }
@@ -670,9 +663,7 @@ static unsigned int pinned_under(struct vm_ctx *ctx, unsigned int pct)
 	vm_reap_ok(vm_spawn(param_main, job), 10000, "the tenant");
 	vm_param_set("max_pin_share", old);
 	pinned = job->pinned;
-	vm_gate_close(&job->ready);
-	vm_gate_close(&job->release);
-	vm_put_node(job->node);
+	tenant_job_free(job);
 	return pinned;
 }
 

@@ -297,6 +297,21 @@ Test(rocm_fake, leak_destroy_frees_everything,
 	dlclose(h);
 }
 
+/* A client's import of the backend's bank, as BANK_GET hands it over. */
+static void client_import(const struct rbe *b, struct moecache_bank_map *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->backend = MOECACHE_BACKEND_ROCM;
+	m->n_slots = N_SLOTS;
+	m->fd = dup(b->desc.fd);
+	m->bytes = b->desc.bank_bytes;
+	m->slot_stride = b->desc.slot_stride;
+	m->expert_bytes = EXPERT_BYTES;
+	m->desc = b->desc;
+	m->desc.fd = m->fd;
+	cr_assert_eq(mc_rocm_bank_import(m), 0, "%s", moecache_bank_import_error());
+}
+
 Test(rocm_fake, basic_client_import,
      .description = "a client imports the dma-buf through libdrm and sees the slots at its VA")
 {
@@ -307,16 +322,7 @@ Test(rocm_fake, basic_client_import,
 	rbe_open(&b, NULL);
 	cr_assert_eq(rbe_copy(&b, 2, 4), 0);
 	cr_assert_eq(rbe_collect(&b, 1), 0);
-	memset(&m, 0, sizeof(m));
-	m.backend = MOECACHE_BACKEND_ROCM;
-	m.n_slots = N_SLOTS;
-	m.fd = dup(b.desc.fd);
-	m.bytes = b.desc.bank_bytes;
-	m.slot_stride = b.desc.slot_stride;
-	m.expert_bytes = EXPERT_BYTES;
-	m.desc = b.desc;
-	m.desc.fd = m.fd;
-	cr_assert_eq(mc_rocm_bank_import(&m), 0, "%s", moecache_bank_import_error());
+	client_import(&b, &m);
 	addr = moecache_bank_slot_addr(&m, 2);
 	cr_assert_neq(addr, 0);
 	/* The fake's GPU VA is a host address: the bytes can be compared. */
@@ -378,16 +384,7 @@ Test(rocm_fake, permission_client_import_read_only,
 	rbe_open(&b, NULL);
 	cr_assert_eq(rbe_copy(&b, 1, 3), 0);
 	cr_assert_eq(rbe_collect(&b, 1), 0);
-	memset(&m, 0, sizeof(m));
-	m.backend = MOECACHE_BACKEND_ROCM;
-	m.n_slots = N_SLOTS;
-	m.fd = dup(b.desc.fd);
-	m.bytes = b.desc.bank_bytes;
-	m.slot_stride = b.desc.slot_stride;
-	m.expert_bytes = EXPERT_BYTES;
-	m.desc = b.desc;
-	m.desc.fd = m.fd;
-	cr_assert_eq(mc_rocm_bank_import(&m), 0, "%s", moecache_bank_import_error());
+	client_import(&b, &m);
 	cr_expect_eq(fake_va_flags(), (uint64_t)AMDGPU_VM_PAGE_READABLE,
 		     "the bank is mapped with page flags 0x%llx",
 		     (unsigned long long)fake_va_flags());

@@ -15,11 +15,44 @@
 
 /* ---- pins ---- */
 
+/*
+ * A file's pins count against its tenant's share by slot, not by pin:
+ * n_pinned_slots counts the slots on which the file holds one or more.
+ */
+static void file_slot_pinned(struct moecache_file *mf)
+{
+	mf->n_pinned_slots++;
+	if (mf->tenant)
+		mf->tenant->pinned_slots++;
+}
+
+static void file_slots_unpinned(struct moecache_file *mf, u32 n)
+{
+	mf->n_pinned_slots -= n;
+	if (mf->tenant)
+		mf->tenant->pinned_slots -= n;
+}
+
+/*
+ * May mf's tenant hold pins on add more slots once drop of them are let
+ * go? Files exempt from the share (no tenant) always may.
+ */
+static bool share_permits(struct moecache_pool *pool, struct moecache_file *mf,
+			  u32 add, u32 drop)
+{
+	lockdep_assert_held(&pool->lock);
+	if (!mf->tenant)
+		return true;
+	return (u64)mf->tenant->pinned_slots - drop + add <=
+	       pool_pin_share(pool);
+}
+
 static void pin_slot(struct moecache_pool *pool, struct moecache_file *mf,
 		     u32 slot, u64 clock)
 {
 	lockdep_assert_held(&pool->lock);
-	mf->pins[slot]++;
+	if (!mf->pins[slot]++)
+		file_slot_pinned(mf);
 	mf->n_pins++;
 	if (pool->pins[slot] == 0)
 		pool->n_pinned_slots++;
@@ -134,6 +167,7 @@ static void drop_all_pins(struct moecache_pool *pool, struct moecache_file *mf)
 		mf->n_pins -= mf->pins[slot];
 		mf->pins[slot] = 0;
 	}
+	file_slots_unpinned(mf, mf->n_pinned_slots);
 }
 
 void client_detach(struct moecache_pool *pool, struct moecache_file *mf)
@@ -273,7 +307,8 @@ static void acquire_unpin(struct moecache_pool *pool, struct moecache_file *mf,
 		ac->slots.ids[i] = MOECACHE_NONE;
 		if (!mf->pins[slot])
 			continue;
-		mf->pins[slot]--;
+		if (!--mf->pins[slot])
+			file_slots_unpinned(mf, 1);
 		mf->n_pins--;
 		unpin_slot(pool, slot, 1);
 	}
@@ -288,9 +323,31 @@ static bool acquire_is_head(struct moecache_pool *pool, struct acquire_ctx *ac)
 }
 
 /*
+ * The slots an ACQUIRE would add to its file's pinned ones: those of the
+ * resident experts it holds no pin on, and with WAIT one per other expert.
+ */
+static u32 acquire_adds(struct moecache_pool *pool, struct moecache_file *mf,
+			const struct acquire_ctx *ac)
+{
+	u32 i, idx, n = 0;
+
+	lockdep_assert_held(&pool->lock);
+	for (i = 0; i < ac->req.count; i++) {
+		idx = ac->idx.ids[i];
+		if (pool->estate[idx] == ES_RESIDENT)
+			n += !mf->pins[pool->map[idx]];
+		else
+			n += !!(ac->req.flags & MOECACHE_ACQ_WAIT);
+	}
+	return n;
+}
+
+/*
  * Pins what became resident; > 0 when all are pinned, < 0 to give up.
  * Only the oldest waiter of the pool pins experts one by one as they come;
- * the others pin all of theirs at once, when all are resident.
+ * the others pin all of theirs at once, when all are resident. A pin that
+ * would take the tenant past its share gives up (-EDQUOT): its other
+ * files took the room meanwhile.
  */
 static int acquire_progress(struct moecache_pool *pool,
 			    struct moecache_file *mf, struct acquire_ctx *ac)
@@ -306,7 +363,13 @@ static int acquire_progress(struct moecache_pool *pool,
 			continue;
 		idx = ac->idx.ids[i];
 		if (pool->estate[idx] == ES_RESIDENT) {
-			if (head)
+			/* Given up: pins nothing more, undone by the caller. */
+			if (!head || ret)
+				continue;
+			if (!mf->pins[pool->map[idx]] &&
+			    !share_permits(pool, mf, 1, 0))
+				ret = -EDQUOT;
+			else
 				acquire_pin(pool, mf, ac, i);
 			continue;
 		}
@@ -319,10 +382,14 @@ static int acquire_progress(struct moecache_pool *pool,
 						  MOECACHE_REQ_DEMAND);
 		}
 	}
-	if (!ret && !missing && !head)
-		for (i = 0; i < ac->req.count; i++)
+	if (!ret && !missing && !head) {
+		/* It holds no pin yet: only the head pins as it goes. */
+		if (!share_permits(pool, mf, acquire_adds(pool, mf, ac), 0))
+			ret = -EDQUOT;
+		for (i = 0; i < ac->req.count && !ret; i++)
 			if (ac->slots.ids[i] == MOECACHE_NONE)
 				acquire_pin(pool, mf, ac, i);
+	}
 	if (!ret && missing && !pool->agent &&
 	    !(ac->req.flags & MOECACHE_ACQ_KEEP_WAITING))
 		ret = -EPIPE;
@@ -411,13 +478,18 @@ static u64 storm_check(struct moecache_pool *pool, u32 misses)
 	return 0;
 }
 
-/* Drops one pin of mf per listed slot: all of them, or none (-EINVAL). */
-static int release_locked(struct moecache_pool *pool, struct moecache_file *mf,
-			  const u32 *slots, u32 count)
+/*
+ * Takes one pin of mf per listed slot off the file's per-slot counts: all
+ * of them, or none (-EINVAL). *freed gets the slots left with none.
+ * release_commit() finishes the release, release_untake() undoes it.
+ */
+static int release_take(struct moecache_pool *pool, struct moecache_file *mf,
+			const u32 *slots, u32 count, u32 *freed)
 {
 	u32 i, j;
 
 	lockdep_assert_held(&pool->lock);
+	*freed = 0;
 	for (i = 0; i < count; i++) {
 		if (slots[i] >= pool->n_slots || !mf->pins[slots[i]]) {
 			/* Listed more often than pinned: put back, refuse. */
@@ -425,12 +497,45 @@ static int release_locked(struct moecache_pool *pool, struct moecache_file *mf,
 				mf->pins[slots[j]]++;
 			return -EINVAL;
 		}
-		mf->pins[slots[i]]--;
+		if (!--mf->pins[slots[i]])
+			(*freed)++;
 	}
+	return 0;
+}
+
+static void release_untake(struct moecache_file *mf, const u32 *slots,
+			   u32 count)
+{
+	u32 i;
+
+	for (i = 0; i < count; i++)
+		mf->pins[slots[i]]++;
+}
+
+static void release_commit(struct moecache_pool *pool,
+			   struct moecache_file *mf, const u32 *slots,
+			   u32 count, u32 freed)
+{
+	u32 i;
+
+	lockdep_assert_held(&pool->lock);
 	mf->n_pins -= count;
+	file_slots_unpinned(mf, freed);
 	for (i = 0; i < count; i++)
 		unpin_slot(pool, slots[i], 1);
-	return 0;
+}
+
+/* Drops one pin of mf per listed slot: all of them, or none (-EINVAL). */
+static int release_locked(struct moecache_pool *pool, struct moecache_file *mf,
+			  const u32 *slots, u32 count)
+{
+	u32 freed;
+	int ret;
+
+	ret = release_take(pool, mf, slots, count, &freed);
+	if (!ret)
+		release_commit(pool, mf, slots, count, freed);
+	return ret;
 }
 
 static int release_list(struct moecache_pool *pool, struct moecache_file *mf,
@@ -455,7 +560,7 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 {
 	struct acquire_ctx ac;
 	bool wake_agent = false;
-	u32 i, idx, slot, misses = 0, prefetch_hits = 0;
+	u32 i, idx, slot, misses = 0, prefetch_hits = 0, freed = 0;
 	u64 storm;
 	u64 clock;
 	int ret;
@@ -508,12 +613,21 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 		goto out_free_slots;
 	}
 	if (rel_count) {
-		ret = release_locked(pool, mf, rel, rel_count);
+		ret = release_take(pool, mf, rel, rel_count, &freed);
 		if (ret) {
 			spin_unlock(&pool->lock);
 			goto out_free_slots;
 		}
 	}
+	/* The tenant's share, net of the release: refused whole. */
+	if (!share_permits(pool, mf, acquire_adds(pool, mf, &ac), freed)) {
+		release_untake(mf, rel, rel_count);
+		spin_unlock(&pool->lock);
+		ret = -EDQUOT;
+		goto out_free_slots;
+	}
+	if (rel_count)
+		release_commit(pool, mf, rel, rel_count, freed);
 	ac.fail_snap = pool->fail_counter;
 	clock = pool->hdr->clock + 1;
 	WRITE_ONCE(pool->hdr->clock, clock);

@@ -24,7 +24,8 @@
  *	everything in a pool that changes after creation: the map region
  *	(map, owner, last_use, pins, access, seq, flags, clock), expert and
  *	slot states, the request queue, per-file pins and request bits, the
- *	file list, the agent pointer, the banks' objects, the counters.
+ *	file list, the tenants and their pinned-slot counts, the agent
+ *	pointer, the banks' objects, the counters.
  *
  * A client's fast-pins region (mf->fast_pins) is written by that client
  * alone, with no lock. The driver reads it under pool->lock, after
@@ -74,6 +75,7 @@ extern unsigned int miss_storm_per_sec;
 extern unsigned int max_file_pins;
 extern unsigned int max_pool_files;
 extern unsigned int max_banks;
+extern unsigned int max_pin_share;
 
 /* Host pages are taken in blocks of up to 2^HIGH_ORDER pages. */
 #define MOECACHE_HIGH_ORDER	9
@@ -128,6 +130,19 @@ struct moecache_counters {
 
 struct moecache_file;
 struct moecache_fast_ref;
+
+/*
+ * The client files of one effective uid (their opener's, f_cred) attached
+ * to a pool, but for the pool's owner and CAP_SYS_ADMIN: together they
+ * may hold pins on at most pool_pin_share() slots (max_pin_share). On
+ * pool->tenants while a file refers to it; under pool->lock.
+ */
+struct moecache_tenant {
+	struct list_head node;
+	kuid_t uid;
+	u32 n_files;
+	u32 pinned_slots;	/* the sum of its files' n_pinned_slots */
+};
 
 /*
  * One bank of a pool: the global slots [slot_begin, slot_begin + n_slots)
@@ -201,6 +216,7 @@ struct moecache_pool {
 	struct list_head asking;	/* client files with an ask out */
 	u32 n_files;
 	u32 n_clients;
+	struct list_head tenants;	/* struct moecache_tenant */
 	/*
 	 * Per page of a pins region (MOECACHE_FAST_PINS_PER_PAGE slots):
 	 * the files that have had that page mapped, each by its
@@ -232,6 +248,9 @@ struct moecache_file {
 	struct list_head node;		/* pool->files */
 	u32 *pins;			/* clients: pins per slot */
 	u32 n_pins;			/* clients: their sum, <= max_file_pins */
+	u32 n_pinned_slots;		/* clients: slots with pins[slot] > 0 */
+	/* Clients held to the pin share: their uid's; NULL for exempt ones. */
+	struct moecache_tenant *tenant;
 	unsigned long *asked;		/* clients: idx this file asked for */
 	u32 n_asked;			/* clients: bits set in asked */
 	struct list_head ask_node;	/* pool->asking, while n_asked */
@@ -375,6 +394,17 @@ static inline bool agent_is_current(struct moecache_pool *pool,
 	       READ_ONCE(pool->agent_pid) == task_tgid(current);
 }
 
+/*
+ * The slots one tenant may hold pinned: max_pin_share percent of the
+ * pool's, at least one.
+ */
+static inline u32 pool_pin_share(const struct moecache_pool *pool)
+{
+	u32 pct = clamp(READ_ONCE(max_pin_share), 1U, 100U);
+
+	return max_t(u32, 1, div_u64((u64)pool->n_slots * pct, 100));
+}
+
 /* pool.c */
 void pool_release(struct kref *ref);
 bool name_valid(const char *name);
@@ -391,6 +421,9 @@ bool pool_visible(struct moecache_pool *pool, const struct moecache_file *mf);
 bool pool_may_admin(struct moecache_pool *pool,
 		    const struct moecache_file *mf);
 bool file_may_create(const struct moecache_file *mf);
+/* May the file's two parties pin beyond the pin share (and fast-pin)? */
+bool pool_pin_exempt(struct moecache_pool *pool,
+		     const struct moecache_file *mf);
 /* An event of a pool the caller holds a reference to (no pool lock held). */
 void pool_event(struct moecache_pool *pool, enum moecache_event ev, u32 arg0,
 		u32 arg1);

@@ -45,6 +45,47 @@ static struct moecache_fast_ref *fast_refs_alloc(struct moecache_pool *pool)
 	return refs;
 }
 
+/*
+ * Counts mf among its tenant's files, taking the tenant of its uid from
+ * the pool or, for the first file of a uid, *spare (which is then used).
+ */
+static void tenant_join(struct moecache_pool *pool, struct moecache_file *mf,
+			struct moecache_tenant **spare)
+{
+	kuid_t uid = mf->file->f_cred->euid;
+	struct moecache_tenant *t;
+
+	lockdep_assert_held(&pool->lock);
+	list_for_each_entry(t, &pool->tenants, node) {
+		if (uid_eq(t->uid, uid)) {
+			t->n_files++;
+			mf->tenant = t;
+			return;
+		}
+	}
+	t = *spare;
+	*spare = NULL;
+	t->uid = uid;
+	t->n_files = 1;
+	list_add_tail(&t->node, &pool->tenants);
+	mf->tenant = t;
+}
+
+/* Its pins are gone; returns the tenant to free if mf was its last file. */
+static struct moecache_tenant *tenant_leave(struct moecache_pool *pool,
+					    struct moecache_file *mf)
+{
+	struct moecache_tenant *t = mf->tenant;
+
+	lockdep_assert_held(&pool->lock);
+	mf->tenant = NULL;
+	if (!t || --t->n_files)
+		return NULL;
+	WARN_ON_ONCE(t->pinned_slots);
+	list_del(&t->node);
+	return t;
+}
+
 static int moecache_open(struct inode *inode, struct file *file)
 {
 	struct moecache_file *mf;
@@ -65,6 +106,7 @@ static int moecache_release(struct inode *inode, struct file *file)
 	struct moecache_pool *pool = mf->pool;
 	char ev_name[MOECACHE_NAME_LEN];
 	struct moecache_pool_owner owner;
+	struct moecache_tenant *gone = NULL;
 	struct pid *lost_pid = NULL;
 	bool agent_lost = false;
 
@@ -77,11 +119,13 @@ static int moecache_release(struct inode *inode, struct file *file)
 			agent_lost = true;
 		} else if (mf->role == MOECACHE_ROLE_CLIENT) {
 			client_detach(pool, mf);
+			gone = tenant_leave(pool, mf);
 		}
 		list_del(&mf->node);
 		pool->n_files--;
 		fast_refs_del(pool, mf);
 		spin_unlock(&pool->lock);
+		kfree(gone);
 		wake_up_all(&pool->client_wq);
 		if (agent_lost) {
 			strscpy(ev_name, pool->name, sizeof(ev_name));
@@ -183,6 +227,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 	struct moecache_pool *pool;
 	u32 *pins = NULL, *fast_pins = NULL;
 	struct moecache_fast_ref *fast_refs = NULL;
+	struct moecache_tenant *tenant = NULL;
 	size_t fast_pins_size = 0;
 	u32 page;
 	unsigned long *asked = NULL;
@@ -190,6 +235,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 	int want, ret = 0;
 	struct pid *lost_pid = NULL;
 	bool user_bounded = false;
+	bool exempt;
 
 	if (copy_from_user(&req, argp, sizeof(req)))
 		return -EFAULT;
@@ -228,12 +274,24 @@ static long ioc_attach(struct moecache_pool *unattached,
 		ret = pool_visible(pool, mf) ? -EACCES : -ENOENT;
 		goto out_unlock;
 	}
+	/*
+	 * Fast pins are stores the driver only reads: it cannot hold them to
+	 * the pin share, so only who is exempt from it may take them.
+	 */
+	exempt = req.role != MOECACHE_ROLE_CLIENT || pool_pin_exempt(pool, mf);
+	if ((req.flags & MOECACHE_ATTACH_FAST_PINS) && !exempt) {
+		ret = -EPERM;
+		goto out_unlock;
+	}
 	if (req.role == MOECACHE_ROLE_CLIENT) {
 		user_bounded = attach_user_bounded(pool, mf);
 		pins = kvcalloc(pool->n_slots, sizeof(*pins),
 				GFP_KERNEL_ACCOUNT);
 		asked = bitmap_zalloc(pool->n_idx, GFP_KERNEL_ACCOUNT);
-		if (!pins || !asked) {
+		/* Used if this is the first file of its uid in the pool. */
+		if (!exempt)
+			tenant = kzalloc_obj(*tenant, GFP_KERNEL_ACCOUNT);
+		if (!pins || !asked || (!exempt && !tenant)) {
 			ret = -ENOMEM;
 			goto out_unlock;
 		}
@@ -281,8 +339,11 @@ static long ioc_attach(struct moecache_pool *unattached,
 	fast_refs = NULL;
 	list_add_tail(&mf->node, &pool->files);
 	pool->n_files++;
-	if (req.role == MOECACHE_ROLE_CLIENT)
+	if (req.role == MOECACHE_ROLE_CLIENT) {
 		pool->n_clients++;
+		if (!exempt)
+			tenant_join(pool, mf, &tenant);
+	}
 	if (req.role == MOECACHE_ROLE_AGENT) {
 		WRITE_ONCE(pool->agent_pid, get_pid(task_tgid(current)));
 		WRITE_ONCE(pool->agent, mf);
@@ -306,6 +367,8 @@ static long ioc_attach(struct moecache_pool *unattached,
 	/* Fully attached: pairs with the acquire loads of mf->pool. */
 	smp_store_release(&mf->pool, pool);
 	mutex_unlock(&moecache_pools_lock);
+	/* Not needed: the uid had a tenant already. */
+	kfree(tenant);
 
 	if (lost_pid) {
 		moecache_nl_event(MOECACHE_EV_AGENT_LOST, req.name, &owner,
@@ -326,6 +389,7 @@ out_unlock:
 	bitmap_free(asked);
 	vfree(fast_pins);
 	kvfree(fast_refs);
+	kfree(tenant);
 	return ret;
 }
 

@@ -69,6 +69,21 @@ unsigned int max_banks = 16;
 module_param(max_banks, uint, 0444);
 MODULE_PARM_DESC(max_banks, "Most banks (devices or tiers) in one pool, 64 at most (default 16)");
 
+/* 1 to 100: a tenant's pins may cover at most this share of the slots. */
+static int pin_share_set(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1, 100);
+}
+
+static const struct kernel_param_ops pin_share_ops = {
+	.set = pin_share_set,
+	.get = param_get_uint,
+};
+
+unsigned int max_pin_share = 50;
+module_param_cb(max_pin_share, &pin_share_ops, &max_pin_share, 0644);
+MODULE_PARM_DESC(max_pin_share, "Percent of a pool's slots (1 to 100) that the clients of one uid, other than the pool's owner and CAP_SYS_ADMIN, may hold pinned; ACQUIRE beyond it is EDQUOT (default 50)");
+
 /* The outer lock: see the lock order in core.h. */
 DEFINE_MUTEX(moecache_pools_lock);
 LIST_HEAD(moecache_pools);
@@ -168,6 +183,8 @@ static void pool_free(struct moecache_pool *pool)
 {
 	u32 i;
 
+	/* Each attached file holds a reference, and its tenant's. */
+	WARN_ON_ONCE(!list_empty(&pool->tenants));
 	for (i = 0; pool->banks && i < pool->n_banks; i++)
 		if (pool->banks[i].file)
 			fput(pool->banks[i].file);
@@ -469,6 +486,7 @@ int moecache_pool_create(const struct moecache_pool_create *req,
 	INIT_LIST_HEAD(&pool->waiters);
 	INIT_LIST_HEAD(&pool->files);
 	INIT_LIST_HEAD(&pool->asking);
+	INIT_LIST_HEAD(&pool->tenants);
 	pool->storm_start = jiffies;
 
 	ret = pool_charge_memlock(pool);
@@ -641,6 +659,16 @@ bool pool_may_admin(struct moecache_pool *pool,
 	    !file_ns_capable(file, &init_user_ns, CAP_SYS_ADMIN))
 		return false;
 	return moecache_pool_may_admin(pool);
+}
+
+/*
+ * The pool's owner and CAP_SYS_ADMIN, on both parties, as for destroying
+ * it: whoever may destroy the pool may hold all of its slots.
+ */
+bool pool_pin_exempt(struct moecache_pool *pool,
+		     const struct moecache_file *mf)
+{
+	return pool_may_admin(pool, mf);
 }
 
 bool file_may_create(const struct moecache_file *mf)

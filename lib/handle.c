@@ -153,6 +153,15 @@ int moecache_attach_flags(struct moecache *mc, const char *pool, enum moecache_r
 	arg.role = role;
 	arg.flags = flags;
 	ret = mc_ioctl(mc, MOECACHE_IOC_ATTACH, &arg);
+	/*
+	 * Fast pins are the pool owner's and CAP_SYS_ADMIN's (docs/abi.md,
+	 * "Security model"): anybody else pins with ACQUIRE, as without them.
+	 */
+	if (ret == -EPERM && (flags & MOECACHE_ATTACH_FAST_PINS)) {
+		flags &= ~MOECACHE_ATTACH_FAST_PINS;
+		arg.flags = flags;
+		ret = mc_ioctl(mc, MOECACHE_IOC_ATTACH, &arg);
+	}
 	if (ret)
 		return ret;
 

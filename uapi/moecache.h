@@ -135,7 +135,10 @@ struct moecache_offsets {
  * full barrier and finding no fast pin on it in any client's region: EVICT
  * of a fast-pinned slot is -EBUSY, as for one pinned by ACQUIRE. The pins
  * go with the fd. Hits taken this way are reported with REPORT so that the
- * counters and the agent see them.
+ * counters and the agent see them. The driver cannot bound fast pins, so
+ * only the pool's owner uid and CAP_SYS_ADMIN may take them: ATTACH with
+ * FAST_PINS is -EPERM for anybody else (both the caller and the file's
+ * opener must qualify).
  */
 #define MOECACHE_ATTACH_FAST_PINS	(1u << 0)	/* clients only */
 #define MOECACHE_ATTACH_FLAGS_ALL	0x1u
@@ -173,9 +176,13 @@ struct moecache_attach {
  * the pool's local range) -> slots. Resident experts are pinned and get
  * their slot; the others get MOECACHE_NONE and are queued for the agent.
  * With WAIT the call returns only when every expert is pinned (0), or
- * fails having pinned nothing (-ETIMEDOUT, -EPIPE, -EIO, -EINTR); a WAIT
- * for more experts than the bank has slots is -EINVAL. Of the WAITs
+ * fails having pinned nothing (-ETIMEDOUT, -EPIPE, -EIO, -EINTR, -EDQUOT);
+ * a WAIT for more experts than the bank has slots is -EINVAL. Of the WAITs
  * asleep on a pool, only the oldest holds pins while it sleeps.
+ * -EDQUOT: the clients of the file opener's uid would hold pins on more
+ * than max_pin_share percent of the pool's slots (the pool's owner and
+ * CAP_SYS_ADMIN are exempt); the call is refused whole, or a WAIT whose
+ * room the uid's other files took meanwhile gives up.
  * With CPU the caller computes this call's misses on the CPU: they are
  * queued as MOECACHE_REQ_CPU (an admission nobody waits on) instead of
  * MOECACHE_REQ_DEMAND; WAIT|CPU is -EINVAL, NO_QUEUE|CPU queues nothing.

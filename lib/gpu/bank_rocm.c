@@ -3,8 +3,10 @@
  * ROCm bank import: the fd from BANK_GET is a dma-buf of the agent's VRAM
  * BO. It is imported on the bank's GPU (its render node found from the
  * PCI location in the descriptor's uuid) with amdgpu_bo_import, given a GPU
- * VA (amdgpu_va_range_alloc) and mapped there (amdgpu_bo_va_op), so the
- * slot addresses are valid in the VM of that render node file: the VM of
+ * VA (amdgpu_va_range_alloc) and mapped there read-only
+ * (amdgpu_bo_va_op_raw with AMDGPU_VM_PAGE_READABLE alone: a client reads
+ * the bank and never writes it), so the slot addresses are valid in the
+ * VM of that render node file: the VM of
  * work submitted through libdrm_amdgpu on the same device (Mesa, a
  * libdrm-based runtime). A HIP process computes in its KFD VM instead and
  * imports the same fd through its runtime (hipImportExternalMemory, or
@@ -23,6 +25,13 @@
 #include "../mc_internal.h"
 
 #define MC_ROCM_VA_ALIGN (2u << 20)
+/* The GPU VM's page: a raw mapping's size is not rounded up for us. */
+#define MC_ROCM_GPU_PAGE 4096u
+/*
+ * What a client's mapping of the bank allows: reads. amdgpu_bo_va_op maps
+ * readable, writeable and executable, whatever it is asked.
+ */
+#define MC_ROCM_CLIENT_PAGE_FLAGS ((uint64_t)AMDGPU_VM_PAGE_READABLE)
 
 struct mc_rocm_bank {
 	struct mc_gpu_bank g; /* first: moecache_bank_map.base points here */
@@ -31,7 +40,7 @@ struct mc_rocm_bank {
 	amdgpu_device_handle dev;
 	amdgpu_bo_handle bo;
 	amdgpu_va_handle va_handle;
-	uint64_t va, bytes;
+	uint64_t va, bytes, map_bytes;
 	bool mapped;
 };
 
@@ -42,7 +51,8 @@ static void mc_rocm_bank_free(struct mc_rocm_bank *rb)
 {
 	mc_gpu_bank_fini(&rb->g);
 	if (rb->mapped)
-		rb->drm.amdgpu_bo_va_op(rb->bo, 0, rb->bytes, rb->va, 0, AMDGPU_VA_OP_UNMAP);
+		rb->drm.amdgpu_bo_va_op_raw(rb->dev, rb->bo, 0, rb->map_bytes, rb->va, 0,
+					    AMDGPU_VA_OP_UNMAP);
 	if (rb->va_handle)
 		rb->drm.amdgpu_va_range_free(rb->va_handle);
 	if (rb->bo)
@@ -97,15 +107,22 @@ static int mc_rocm_map(struct mc_rocm_bank *rb, const struct moecache_bank_map *
 		return -EPROTO;
 	}
 	rb->bytes = b->bytes;
-	ret = rb->drm.amdgpu_va_range_alloc(rb->dev, amdgpu_gpu_va_range_general, rb->bytes,
+	/* A BO is whole pages: the rounded size stays inside it. */
+	rb->map_bytes = (rb->bytes + MC_ROCM_GPU_PAGE - 1) / MC_ROCM_GPU_PAGE * MC_ROCM_GPU_PAGE;
+	if (rb->map_bytes > res.alloc_size) {
+		snprintf(rb->g.err, sizeof(rb->g.err), "the bank's dma-buf is not whole GPU pages");
+		return -EPROTO;
+	}
+	ret = rb->drm.amdgpu_va_range_alloc(rb->dev, amdgpu_gpu_va_range_general, rb->map_bytes,
 					    MC_ROCM_VA_ALIGN, 0, &rb->va, &rb->va_handle, 0);
 	if (ret) {
 		rb->va_handle = NULL;
 		return mc_rocm_fail(rb, ret, "amdgpu_va_range_alloc");
 	}
-	ret = rb->drm.amdgpu_bo_va_op(rb->bo, 0, rb->bytes, rb->va, 0, AMDGPU_VA_OP_MAP);
+	ret = rb->drm.amdgpu_bo_va_op_raw(rb->dev, rb->bo, 0, rb->map_bytes, rb->va,
+					  MC_ROCM_CLIENT_PAGE_FLAGS, AMDGPU_VA_OP_MAP);
 	if (ret)
-		return mc_rocm_fail(rb, ret, "amdgpu_bo_va_op (map)");
+		return mc_rocm_fail(rb, ret, "amdgpu_bo_va_op_raw (map, read-only)");
 	rb->mapped = true;
 	return 0;
 }

@@ -48,7 +48,8 @@
 	X(amdgpu_bo_free)                                                                          \
 	X(amdgpu_va_range_alloc)                                                                   \
 	X(amdgpu_va_range_free)                                                                    \
-	X(amdgpu_bo_va_op)
+	X(amdgpu_bo_va_op)                                                                         \
+	X(amdgpu_bo_va_op_raw)
 
 #define MC_ROCM_MEMBER(fn) __typeof__(fn) *fn;
 

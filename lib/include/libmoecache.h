@@ -135,7 +135,9 @@ int moecache_open_attach(const char *pool, enum moecache_role role, struct moeca
  * only) maps the handle's pins region: from then on moecache_acquire and
  * moecache_acquire_release pin resident experts without a system call; a
  * layer with a miss goes to ACQUIRE whole and costs one call more (its pins
- * become fast ones). The hits are reported to the driver in batches of 256,
+ * become fast ones). The driver grants fast pins to the pool's owner uid
+ * and CAP_SYS_ADMIN only; for anybody else the handle is attached without
+ * them and pins with ACQUIRE (moecache_pool()->off.pins_size is then 0). The hits are reported to the driver in batches of 256,
  * or by moecache_report_flush. docs/abi.md says what the driver checks.
  * The pins region is not inherited across fork: a child must open its own
  * handle.

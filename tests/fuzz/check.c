@@ -121,6 +121,7 @@ const char *fz_errname(int err)
 	    {EMFILE, "EMFILE"},		{ENXIO, "ENXIO"},
 	    {EOPNOTSUPP, "EOPNOTSUPP"}, {ERANGE, "ERANGE"},
 	    {EMSGSIZE, "EMSGSIZE"},	{ENOBUFS, "ENOBUFS"},
+	    {EDQUOT, "EDQUOT"},
 	};
 	static char buf[16];
 	size_t i;

@@ -770,6 +770,9 @@ static void op_attach(struct fz_lane *l, struct fz_fd *f)
 		req.flags |= MOECACHE_ATTACH_FAST_PINS;
 		if (req.role != MOECACHE_ROLE_CLIENT)
 			fz_defect(&e, "fast-pins-role", EINVAL, 0);
+		/* Fast pins are for the pool's owner and CAP_SYS_ADMIN only. */
+		else if (!l->privileged)
+			fz_expect_err(&e, EPERM);
 	}
 	if (was_attached)
 		fz_defect(&e, "already-attached", EALREADY, 0);
@@ -1028,6 +1031,9 @@ static void acquire_common(struct fz_lane *l, struct fz_fd *f, bool with_release
 		fz_defect(&e, "wait-over-slots", EINVAL, 0);
 	req->n_hits = (uint32_t)fz_rand(l);
 	req->n_pinned = (uint32_t)fz_rand(l);
+	/* The pin share binds whoever is not the pool's owner or CAP_SYS_ADMIN. */
+	if (!l->privileged)
+		fz_expect_err(&e, EDQUOT);
 	if (req->flags & MOECACHE_ACQ_WAIT) {
 		fz_expect_err(&e, ETIMEDOUT);
 		fz_expect_err(&e, EIO);
@@ -1064,6 +1070,13 @@ static void acquire_common(struct fz_lane *l, struct fz_fd *f, bool with_release
 		return;
 	/* A WAIT that failed after validation keeps the release it made. */
 	waited = ret == -ETIMEDOUT || ret == -EIO || ret == -EPIPE;
+	/*
+	 * EDQUOT is refused whole before the release, or a WAIT that gave up
+	 * after it: which one, the lane cannot tell. Its pins are unknown
+	 * until it drops them all.
+	 */
+	if (with_release && ret == -EDQUOT && (req->flags & MOECACHE_ACQ_WAIT))
+		f->shared = true;
 	if (with_release && (ret == 0 || waited) && attached(f) &&
 	    f->role == MOECACHE_ROLE_CLIENT && !e.defects[0])
 		for (i = 0; i < rel_count; i++)

@@ -698,16 +698,44 @@ int amdgpu_va_range_free(amdgpu_va_handle v)
 	return 0;
 }
 
+/* The page flags of the last AMDGPU_VA_OP_MAP (fake_rocm_va_flags()). */
+static uint64_t fake_va_flags;
+
+uint64_t fake_rocm_va_flags(void);
+uint64_t fake_rocm_va_flags(void)
+{
+	return __atomic_load_n(&fake_va_flags, __ATOMIC_ACQUIRE);
+}
+
+/* The GPU VA is a host address: mapped with the page flags asked for. */
+int amdgpu_bo_va_op_raw(amdgpu_device_handle dev, amdgpu_bo_handle bo, uint64_t offset,
+			uint64_t size, uint64_t addr, uint64_t flags, uint32_t ops)
+{
+	int prot = 0;
+	void *p;
+
+	(void)dev;
+	if (ops == AMDGPU_VA_OP_MAP) {
+		__atomic_store_n(&fake_va_flags, flags, __ATOMIC_RELEASE);
+		if (flags & AMDGPU_VM_PAGE_READABLE)
+			prot |= PROT_READ;
+		if (flags & AMDGPU_VM_PAGE_WRITEABLE)
+			prot |= PROT_WRITE;
+		p = mmap((void *)(uintptr_t)addr, size, prot, MAP_SHARED | MAP_FIXED, bo->memfd,
+			 (off_t)offset);
+	} else {
+		p = mmap((void *)(uintptr_t)addr, size, PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	}
+	return p == MAP_FAILED ? -errno : 0;
+}
+
+/* As libdrm's: readable, writeable and executable. */
 int amdgpu_bo_va_op(amdgpu_bo_handle bo, uint64_t offset, uint64_t size, uint64_t addr,
 		    uint64_t flags, uint32_t ops)
 {
-	void *p;
-
-	if (ops == AMDGPU_VA_OP_MAP)
-		p = mmap((void *)(uintptr_t)addr, size, PROT_READ | PROT_WRITE,
-			 MAP_SHARED | MAP_FIXED, bo->memfd, (off_t)offset);
-	else
-		p = mmap((void *)(uintptr_t)addr, size, PROT_NONE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-	return p == MAP_FAILED ? -errno : 0;
+	(void)flags;
+	return amdgpu_bo_va_op_raw(
+	    NULL, bo, offset, size, addr,
+	    AMDGPU_VM_PAGE_READABLE | AMDGPU_VM_PAGE_WRITEABLE | AMDGPU_VM_PAGE_EXECUTABLE, ops);
 }

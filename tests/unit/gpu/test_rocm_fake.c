@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -295,6 +297,21 @@ Test(rocm_fake, leak_destroy_frees_everything,
 	dlclose(h);
 }
 
+/* A client's import of the backend's bank, as BANK_GET hands it over. */
+static void client_import(const struct rbe *b, struct moecache_bank_map *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->backend = MOECACHE_BACKEND_ROCM;
+	m->n_slots = N_SLOTS;
+	m->fd = dup(b->desc.fd);
+	m->bytes = b->desc.bank_bytes;
+	m->slot_stride = b->desc.slot_stride;
+	m->expert_bytes = EXPERT_BYTES;
+	m->desc = b->desc;
+	m->desc.fd = m->fd;
+	cr_assert_eq(mc_rocm_bank_import(m), 0, "%s", moecache_bank_import_error());
+}
+
 Test(rocm_fake, basic_client_import,
      .description = "a client imports the dma-buf through libdrm and sees the slots at its VA")
 {
@@ -305,16 +322,7 @@ Test(rocm_fake, basic_client_import,
 	rbe_open(&b, NULL);
 	cr_assert_eq(rbe_copy(&b, 2, 4), 0);
 	cr_assert_eq(rbe_collect(&b, 1), 0);
-	memset(&m, 0, sizeof(m));
-	m.backend = MOECACHE_BACKEND_ROCM;
-	m.n_slots = N_SLOTS;
-	m.fd = dup(b.desc.fd);
-	m.bytes = b.desc.bank_bytes;
-	m.slot_stride = b.desc.slot_stride;
-	m.expert_bytes = EXPERT_BYTES;
-	m.desc = b.desc;
-	m.desc.fd = m.fd;
-	cr_assert_eq(mc_rocm_bank_import(&m), 0, "%s", moecache_bank_import_error());
+	client_import(&b, &m);
 	addr = moecache_bank_slot_addr(&m, 2);
 	cr_assert_neq(addr, 0);
 	/* The fake's GPU VA is a host address: the bytes can be compared. */
@@ -339,4 +347,63 @@ Test(rocm_fake, basic_device_check_runs,
 	cr_expect_eq(system(cmd), 0, "%s", cmd);
 	snprintf(cmd, sizeof(cmd), "'%s' import >/dev/null 2>&1", prog);
 	cr_expect_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* The page flags of the fake's last GPU VA mapping (fake_rocm_va_flags()). */
+static uint64_t fake_va_flags(void)
+{
+	char lib[PATH_MAX];
+	void *h = dlopen(beside_exe(FAKE_ROCM_NAME, lib), RTLD_NOW | RTLD_NOLOAD);
+	uint64_t (*flags)(void);
+	uint64_t ret = 0;
+	void *sym;
+
+	cr_assert_not_null(h, "the fake libdrm_amdgpu is not loaded");
+	sym = dlsym(h, "fake_rocm_va_flags");
+	cr_assert_not_null(sym);
+	memcpy(&flags, &sym, sizeof(sym));
+	ret = flags();
+	dlclose(h);
+	return ret;
+}
+
+/*
+ * Pins: the client import mapped the bank with amdgpu_bo_va_op, whose page
+ * flags are readable, writeable and executable: a client's GPU work could
+ * write the slots every other tenant computes with.
+ */
+Test(rocm_fake, permission_client_import_read_only,
+     .description = "a client's import maps the bank readable only: a store to a slot faults")
+{
+	struct moecache_bank_map m;
+	volatile uint8_t *slot;
+	struct rbe b;
+	int status;
+	pid_t pid;
+
+	rbe_open(&b, NULL);
+	cr_assert_eq(rbe_copy(&b, 1, 3), 0);
+	cr_assert_eq(rbe_collect(&b, 1), 0);
+	client_import(&b, &m);
+	cr_expect_eq(fake_va_flags(), (uint64_t)AMDGPU_VM_PAGE_READABLE,
+		     "the bank is mapped with page flags 0x%llx",
+		     (unsigned long long)fake_va_flags());
+	slot = (volatile uint8_t *)(uintptr_t)moecache_bank_slot_addr(&m, 1);
+	cr_assert_not_null((void *)slot);
+	/* Readable (the fake's GPU VA is a host address)... */
+	cr_expect_eq(slot[0], b.src[3 * EXPERT_BYTES]);
+	/* ...and a store faults. */
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		slot[0] = (uint8_t)~slot[0];
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+		  "a store to the client's mapping of the bank did not fault (status 0x%x)",
+		  status);
+	mc_rocm_bank_unimport(&m);
+	close(m.fd);
+	rbe_close(&b);
 }

@@ -158,6 +158,10 @@ cold_verifies()
 cold_verifies basic_cold_cpu_verifies "moecache-decode --cold cpu at 25%: misses computed \
 from the host pages, every output equal bit for bit, some experts computed on the CPU" \
 	"--cold cpu" '"cpu_experts":[1-9]'
+cold_verifies basic_batch_cold_plan_verifies "moecache-decode --batch 4 --cold plan \
+--layer-us 0 at 25%: each layer acquires the four tokens' union as the plan says (some misses \
+waited for, others on the CPU), every sequence's output equal bit for bit" \
+	"--batch 4 --cold plan --layer-us 0" '"batch":4' '"cpu_experts":[1-9]' '"plan_waited":[1-9]'
 cold_verifies basic_cold_plan_verifies "moecache-decode --cold plan --layer-us 0 at 25%: the \
 plan waits for some misses and computes others on the CPU, every output equal bit for bit" \
 	"--cold plan --layer-us 0" '"cpu_experts":[1-9]' '"plan_waited":[1-9]'

@@ -44,14 +44,15 @@ report()
 	fi
 }
 
-# plan_exact NAME CAPACITY POLICY DESCRIPTION: live with --cold plan against sim --timing.
+# plan_exact NAME CAPACITY POLICY DESCRIPTION [BATCH]: live with --cold plan against sim
+# --timing; with BATCH, moecache-decode --batch BATCH against sim --batch BATCH.
 plan_exact()
 {
 	wanted "$1" || return 0
 	n=$((n + 1))
 	ok=0
 	if moecache-live-vs-sim --traces olmoe --policies "$3" --capacities "$2" \
-		--tokens "$tokens" --no-concurrent \
+		--tokens "$tokens" --no-concurrent --batch "${5:-1}" \
 		--client-flags "--cold plan --layer-us $long_layer" \
 		--sim-flags "--timing --layer-us $long_layer" \
 		--out "$work/$1.json" >"$work/$1.out" 2>&1 &&
@@ -65,6 +66,9 @@ plan_exact basic_plan_waiting_exact_lru_at_25pct 0.25 lru \
 	"lru, 25%, moecache-decode --cold plan with a layer longer than its copies: live equals sim --timing"
 plan_exact basic_plan_waiting_exact_default_at_50pct 0.50 default \
 	"the default, 50%, --cold plan with a layer longer than its copies: live equals sim --timing"
+plan_exact basic_plan_waiting_exact_lru_batch4_at_50pct 0.50 lru \
+	"lru, 50%, moecache-decode --batch 4 --cold plan with a layer longer than its copies: live equals sim --batch 4 --timing" \
+	4
 
 # One pool, one agent, one client run; CHECKs are grep -E patterns on its JSON report.
 shape="--d-model 32 --d-ff 32 --dtype f32"

@@ -96,6 +96,7 @@ than selected tokens fails (exit 3) naming --batch, before attaching" 3 --batch 
 # on the CPU). The client still checks every layer's output bit for bit.
 cold_shape="--d-model 32 --d-ff 32 --dtype f32"
 cold_pool=live-cold
+cold_slots="--slots 256" # or --bank options
 
 # cold_run "CLIENT OPTIONS" CHECK...: the run, then each CHECK (a grep -E
 # pattern that must match the JSON report).
@@ -106,7 +107,8 @@ cold_run()
 	head -n "$tokens" "${MOECACHE_TRACES:-/traces}/olmoe-1b-7b.decode.jsonl" >"$work/cold.jsonl"
 	# shellcheck disable=SC2086 # the shape is several options
 	cold_bytes=$(moecache-decode --print-expert-bytes $cold_shape) || return 1
-	moecachectl pool create "$cold_pool" --layers 16 --experts 64 --slots 256 \
+	# shellcheck disable=SC2086 # the slots or banks are several options
+	moecachectl pool create "$cold_pool" --layers 16 --experts 64 $cold_slots \
 		--expert-bytes "$cold_bytes" >/dev/null || return 1
 	# shellcheck disable=SC2086
 	moecache-decode --pool "$cold_pool" --fill $cold_shape >/dev/null || return 1
@@ -165,6 +167,16 @@ waited for, others on the CPU), every sequence's output equal bit for bit" \
 cold_verifies basic_cold_plan_verifies "moecache-decode --cold plan --layer-us 0 at 25%: the \
 plan waits for some misses and computes others on the CPU, every output equal bit for bit" \
 	"--cold plan --layer-us 0" '"cpu_experts":[1-9]' '"plan_waited":[1-9]'
+
+# Three CPU banks (tiers 0, 1, 2): each bank's worker thread runs its experts of the
+# union for every sequence, the cold ones run on the calling thread meanwhile.
+cold_slots="--bank 0:cpu:0:64 --bank 1:cpu:1:64 --bank 2:cpu:2:128"
+cold_verifies basic_batch_verifies_on_three_banks "moecache-decode --batch 4 --cold plan \
+--layer-us 0 on a pool of three CPU banks: every bank runs experts of the unions, some run \
+on the CPU, every sequence's output equal bit for bit" \
+	"--batch 4 --cold plan --layer-us 0" '"batch":4' '"cpu_experts":[1-9]' \
+	'"experts":[1-9][^]]*"experts":[1-9][^]]*"experts":[1-9]'
+cold_slots="--slots 256"
 
 rm -rf "$work"
 echo "live: $passed passed, $failed failed"

@@ -10,7 +10,7 @@
 #                             [--capacities "0.10 0.25 0.50"] [--no-concurrent]
 #                             [--traces "olmoe granite"] [--out FILE]
 #                             [--client-flags "--fast-pins"]
-#                             [--sim-flags "--hint-accuracy 1"]
+#                             [--sim-flags "--hint-accuracy 1"] [--batch B]
 #
 # Rows: the OLMoE trace (its first N decode tokens, default 64) and the
 # granite prompt english_prose (prefill then decode), one client with
@@ -20,9 +20,11 @@
 # client (--fast-pins: hits pinned without a system call, reported in
 # batches); --sim-flags are given to the single-client rows' simulator
 # runs (--client-flags --prefetch, the trace's next layer hinted, is
-# --sim-flags "--hint-accuracy 1" there). Prints a table and, with --out,
-# writes it
-# as JSON. Ends with "live-vs-sim: R rows, E exact".
+# --sim-flags "--hint-accuracy 1" there). --batch B: the client decodes
+# B stretches of the trace at once (moecache-decode --batch B, one acquire
+# per layer of their union) and the simulator replays the same unions
+# (moecache-trace sim --batch B); single-client rows only. Prints a table
+# and, with --out, writes it as JSON. Ends with "live-vs-sim: R rows, E exact".
 #
 # Environment: MOECACHE_TRACES (folder of the traces, default /traces).
 set -u
@@ -35,6 +37,7 @@ which_traces="olmoe granite"
 concurrent=1
 client_flags=
 sim_flags=
+batch=1
 out=
 shape="--d-model 32 --d-ff 32 --dtype f32"
 pool=live-vs-sim
@@ -60,11 +63,17 @@ while [ $# -gt 0 ]; do
 	--no-concurrent) concurrent=0 ;;
 	--client-flags) client_flags=$2; shift ;;
 	--sim-flags) sim_flags=$2; shift ;;
+	--batch) batch=$2; shift ;;
 	--out) out=$2; shift ;;
 	*) sed -n '9,13s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 	esac
 	shift
 done
+case $batch in
+'' | *[!0-9]* | 0) echo "live-vs-sim: --batch: a count of sequences" >&2; exit 2 ;;
+esac
+# A batched client is compared with sim --batch alone: the four-client half is not run.
+[ "$batch" = 1 ] || concurrent=0
 
 olmoe=$traces/olmoe-1b-7b.decode.jsonl
 granite=$traces/granite-3.0-1b-a400m.prefill-decode.json
@@ -92,6 +101,7 @@ pool_up()
 	moecachectl pool create "$pool" --layers "$2" --experts "$3" --slots "$1" \
 		--expert-bytes "$expert_bytes" >/dev/null || die "cannot create the pool"
 	moecache-decode --pool "$pool" --fill $shape >/dev/null || die "cannot load the weights"
+	: >"$work/agent.log" # before the agent opens it: the wait below greps it
 	moecached --pool "$pool" --foreground --policy "$4" 2>"$work/agent.log" &
 	agent_pid=$!
 	# Clients start once the agent serves: it learns accesses from then on.
@@ -114,6 +124,7 @@ pool_down()
 
 json_rows=
 # row KIND TRACE POLICY CAPACITY SLOTS CLIENTS LIVE_HITS LIVE_MISSES SIM_HITS SIM_MISSES
+# (KIND single or four; with --batch B, single:BB)
 row()
 {
 	live=$(rate "$7" "$8")
@@ -124,10 +135,10 @@ row()
 	[ "$7" = "$9" ] && [ "$8" = "${10}" ] && same=yes
 	rows=$((rows + 1))
 	[ $same = no ] || exact=$((exact + 1))
-	printf '%-6s %-20s %-8s %5s %5s %7s %8s %8s %8s %8s %8s %5s\n' "$1" "$2" "$3" "$4" "$5" \
+	printf '%-10s %-20s %-8s %5s %5s %7s %8s %8s %8s %8s %8s %5s\n' "$1" "$2" "$3" "$4" "$5" \
 		"$6" "$7/$8" "$9/${10}" "$live" "$sim" "$diff" "$same"
-	j=$(printf '{"kind":"%s","trace":"%s","policy":"%s","capacity":%s,"slots":%s,' \
-		"$1" "$2" "$3" "$4" "$5")
+	j=$(printf '{"kind":"%s","trace":"%s","policy":"%s","capacity":%s,"slots":%s,"batch":%s,' \
+		"${1%%:*}" "$2" "$3" "$4" "$5" "$batch")
 	j="$j$(printf '"clients":%s,"live":{"hits":%s,"misses":%s,"hit_rate":%s},' \
 		"$6" "$7" "$8" "$live")"
 	j="$j$(printf '"sim":{"hits":%s,"misses":%s,"hit_rate":%s},"difference":%s,"exact":%s}' \
@@ -164,7 +175,7 @@ trace_setup()
 }
 
 expert_bytes=$(moecache-decode --print-expert-bytes $shape) || die "moecache-decode"
-printf '%-6s %-20s %-8s %5s %5s %7s %8s %8s %8s %8s %8s %5s\n' kind trace policy cap slots \
+printf '%-10s %-20s %-8s %5s %5s %7s %8s %8s %8s %8s %8s %5s\n' kind trace policy cap slots \
 	clients live_h/m sim_h/m live sim diff exact
 
 for t in $which_traces; do
@@ -174,7 +185,8 @@ for t in $which_traces; do
 		for pol in $policies; do
 			pool_up "$slots" "$layers" "$experts" "$pol"
 			moecache-decode --pool "$pool" --trace "$file" $sel $shape --no-check-weights \
-				$client_flags --json >"$work/client.json" 2>"$work/client.err" ||
+				--batch "$batch" $client_flags --json >"$work/client.json" \
+				2>"$work/client.err" ||
 				die "client: $(cat "$work/client.err")"
 			pool_down
 			# The driver's count must be the client's: one client, every access counted.
@@ -182,9 +194,13 @@ for t in $which_traces; do
 			lm=$(jfield misses "$work/client.json")
 			dh=$(jfield hits "$work/stats.json")
 			[ "$dh" = "$lh" ] || die "driver hits $dh, client hits $lh"
+			grep -q '"verified":"ok"' "$work/client.json" ||
+				die "client not verified: $(cat "$work/client.json")"
+			kind=single
+			[ "$batch" = 1 ] || kind=single:B$batch
 			# shellcheck disable=SC2086 # the flags are several options
-			row single "$name" "$pol" "$cap" "$slots" 1 "$lh" "$lm" \
-				$(sim "$file" "$slots" "$pol" $sel $sim_flags)
+			row "$kind" "$name" "$pol" "$cap" "$slots" 1 "$lh" "$lm" \
+				$(sim "$file" "$slots" "$pol" $sel --batch "$batch" $sim_flags)
 		done
 	done
 done

@@ -22,6 +22,14 @@
  * pinned, the others are computed on the CPU from the host pages, and those
  * the plan admits are queued for the agent as misses behind them.
  *
+ * With --batch B the client decodes B sequences at once, as a serving
+ * engine batches requests: the selected tokens are cut into B stretches
+ * exactly as `moecache-trace sim --batch B` cuts them (tools/trace/batch.h,
+ * the same code), and each step acquires, per layer, the union of the
+ * experts the B tokens select, once. Each sequence has its own input and
+ * residual stream; its layer output (its own experts, from the union's
+ * slots) is checked bit for bit against the host pages as at batch 1.
+ *
  * A pool of several banks (tiers): the acquire's route (libmoecache)
  * sends each resident expert to the bank it is in. Every bank is imported
  * on its own (for the CPU backend its own memfd) and has its own worker
@@ -48,6 +56,7 @@
 #include "libmoecache.h"
 #include "moe_numerics.h"
 #include "ref/moe_ref.h"
+#include "trace/batch.h"
 #include "trace/trace.h"
 
 enum {
@@ -65,6 +74,7 @@ struct decode_opts {
 	const char *label;
 	uint32_t steps; /* 0: the rest of the trace */
 	uint32_t start;
+	uint32_t batch; /* --batch: sequences decoded together (1: none) */
 	uint32_t timeout_ms;
 	uint64_t seed;
 	struct moe_ffn_shape shape;
@@ -123,9 +133,14 @@ struct decode_client {
 	float *out_bank, *out_host; /* [top_k][d_model]: each expert's output */
 	uint32_t agent_epoch;
 	struct moe_trace *trace;
-	struct moe_trace_view steps; /* the selected prompt and phase, in order */
+	struct moe_trace_view steps; /* what is acquired: the selection, or its batched unions */
+	struct moe_trace *batched;   /* --batch: the unions (tools/trace/batch.h) */
+	struct moe_trace_view seqs;  /* --batch: the selected tokens the stretches are cut from */
 	uint8_t *weights_checked;    /* [n_layers * n_local] */
-	float *x, *y_bank, *y_host, *h, *gate;
+	float *xs;		     /* [batch][d_model]: each sequence's residual stream */
+	float *x;		     /* the sequence being computed: a row of xs */
+	float *y_bank, *y_host, *h;
+	float *gate; /* [top_k]: 0 for an expert the sequence did not select */
 	uint32_t *experts, *slots, *held, n_held, *next;
 	uint8_t *action; /* --cold plan: the plan of the layer */
 	const void **rec_bank, **rec_host;
@@ -140,6 +155,9 @@ static const char decode_usage[] =
     "  --phase P           decode (default) or prefill\n"
     "  --steps N           steps to run (default: the rest of the trace; wraps around)\n"
     "  --start-token T     first step of the trace\n"
+    "  --batch B           decode B stretches of the trace at once, as sim --batch B:\n"
+    "                      one acquire per layer of their union (--steps and\n"
+    "                      --start-token count batched steps)\n"
     "  --d-model N --d-ff N --dtype f32|bf16 --seed N   expert shape and weights\n"
     "  --prefetch          hint each next layer's experts (from the trace; with\n"
     "                      --cold plan, through the plan's gate)\n"
@@ -198,6 +216,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 		O_PHASE,
 		O_STEPS,
 		O_START,
+		O_BATCH,
 		O_DMODEL,
 		O_DFF,
 		O_DTYPE,
@@ -223,6 +242,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 	    {"phase", required_argument, NULL, O_PHASE},
 	    {"steps", required_argument, NULL, O_STEPS},
 	    {"start-token", required_argument, NULL, O_START},
+	    {"batch", required_argument, NULL, O_BATCH},
 	    {"d-model", required_argument, NULL, O_DMODEL},
 	    {"d-ff", required_argument, NULL, O_DFF},
 	    {"dtype", required_argument, NULL, O_DTYPE},
@@ -246,6 +266,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 	*o = (struct decode_opts){
 	    .timeout_ms = 60000,
 	    .seed = 1,
+	    .batch = 1,
 	    .shape = {.dtype = MOE_DTYPE_F32, .d_model = 128, .d_ff = 256},
 	    .keep_waiting = true,
 	    .plan_layer_us = 45,
@@ -276,6 +297,11 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 			break;
 		case O_START:
 			ret = parse_u32(optarg, &o->start);
+			break;
+		case O_BATCH:
+			ret = parse_u32(optarg, &o->batch);
+			if (!ret && (o->batch < 1 || o->batch > 4096))
+				ret = -EINVAL;
 			break;
 		case O_DMODEL:
 			ret = parse_u32(optarg, &o->shape.d_model);
@@ -503,7 +529,27 @@ static int decode_load_trace(struct decode_client *dc, char *err, size_t errlen)
 			 moe_trace_phase_name(phase), prompt);
 		ret = -EINVAL;
 	}
+	if (ret || o->batch == 1)
+		return ret;
+	/* The stretches and their unions: sim --batch's own code. */
+	dc->seqs = dc->steps;
+	dc->steps = (struct moe_trace_view){0};
+	ret = moe_trace_batch(&dc->seqs, o->batch, &dc->batched);
+	if (!ret)
+		ret = moe_trace_select(dc->batched, NULL, MOE_TRACE_ALL, &dc->steps);
+	if (ret == -EINVAL)
+		snprintf(err, errlen, "--batch %u: %u tokens selected, fewer than the sequences",
+			 o->batch, dc->seqs.n);
+	else if (ret)
+		snprintf(err, errlen, "--batch %u: %s", o->batch, strerror(-ret));
 	return ret;
+}
+
+/* The view's token that sequence seq decodes at step (batch 1: the step itself). */
+static uint32_t decode_seq_token(const struct decode_client *dc, uint32_t step, uint32_t seq)
+{
+	return dc->o->batch == 1 ? step
+				 : moe_trace_batch_member(dc->seqs.n, dc->o->batch, step, seq);
 }
 
 static float *decode_alloc_floats(size_t n)
@@ -519,7 +565,7 @@ static void decode_expert_out(const struct decode_client *dc, const void *rec, f
 	moe_ref_ffn_token(&dc->o->shape, 1, &rec, &gate, dc->x, h, out);
 }
 
-/* y = x + the n experts' outputs, summed in the acquire's order. */
+/* y = x + the outputs of the sequence's experts among the n, summed in the acquire's order. */
 static void decode_sum(const struct decode_client *dc, uint32_t n, const float *out, float *y)
 {
 	const uint32_t d = dc->o->shape.d_model;
@@ -528,7 +574,8 @@ static void decode_sum(const struct decode_client *dc, uint32_t n, const float *
 		float acc = 0.0f;
 
 		for (uint32_t k = 0; k < n; k++)
-			acc = MOE_FADD(acc, out[(size_t)k * d + r]);
+			if (dc->gate[k])
+				acc = MOE_FADD(acc, out[(size_t)k * d + r]);
 		y[r] = MOE_FADD(dc->x[r], acc);
 	}
 }
@@ -545,10 +592,12 @@ static int decode_run_bank(struct decode_client *dc, uint32_t b, float *h)
 		dc->rec_bank[e[i].pos] = rec;
 		if (!rec)
 			return -EPROTO;
+		if (!dc->gate[e[i].pos])
+			continue; /* another sequence's */
 		decode_expert_out(dc, rec, dc->gate[e[i].pos], h,
 				  dc->out_bank + (size_t)e[i].pos * dc->o->shape.d_model);
+		dc->c.bank_experts[b]++;
 	}
-	dc->c.bank_experts[b] += n;
 	return 0;
 }
 
@@ -692,7 +741,7 @@ static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
 		fprintf(stderr, "moecache-decode: map host pages: %s\n", strerror(-ret));
 		return ret;
 	}
-	k = dc->trace->top_k;
+	k = dc->steps.trace->top_k; /* batched: the largest union */
 	ret = decode_banks_setup(dc, k);
 	if (ret) {
 		fprintf(stderr, "moecache-decode: banks: %s\n", strerror(-ret));
@@ -705,7 +754,7 @@ static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
 		return ret;
 	}
 	dc->weights_checked = calloc((size_t)dc->pi->n_layers * dc->pi->n_local, 1);
-	dc->x = decode_alloc_floats(o->shape.d_model);
+	dc->xs = decode_alloc_floats((size_t)o->batch * o->shape.d_model);
 	dc->y_bank = decode_alloc_floats(o->shape.d_model);
 	dc->y_host = decode_alloc_floats(o->shape.d_model);
 	dc->h = decode_alloc_floats((size_t)k * o->shape.d_ff);
@@ -719,7 +768,7 @@ static int decode_setup(struct decode_client *dc, const struct decode_opts *o)
 	dc->rec_bank = calloc(k, sizeof(void *));
 	dc->rec_host = calloc(k, sizeof(void *));
 	dc->action = calloc(k, sizeof(*dc->action));
-	if (!dc->weights_checked || !dc->x || !dc->y_bank || !dc->y_host || !dc->h || !dc->gate ||
+	if (!dc->weights_checked || !dc->xs || !dc->y_bank || !dc->y_host || !dc->h || !dc->gate ||
 	    !dc->out_bank || !dc->out_host || !dc->experts || !dc->next || !dc->slots ||
 	    !dc->held || !dc->rec_bank || !dc->rec_host || !dc->action)
 		return -ENOMEM;
@@ -733,9 +782,11 @@ static void decode_teardown(struct decode_client *dc)
 	decode_banks_teardown(dc);
 	moecache_close(dc->mc);
 	moe_trace_view_free(&dc->steps);
+	moe_trace_view_free(&dc->seqs);
+	moe_trace_free(dc->batched);
 	moe_trace_free(dc->trace);
 	free(dc->weights_checked);
-	free(dc->x);
+	free(dc->xs);
 	free(dc->y_bank);
 	free(dc->y_host);
 	free(dc->h);
@@ -870,16 +921,77 @@ static int decode_layer_run(struct decode_client *dc, uint32_t n)
 
 		/* Cold: computed from the host pages; the agent copies it meanwhile. */
 		dc->rec_bank[k] = dc->rec_host[k];
-		decode_expert_out(dc, dc->rec_host[k], dc->gate[k], dc->h,
-				  dc->out_bank + (size_t)k * d);
+		if (dc->gate[k])
+			decode_expert_out(dc, dc->rec_host[k], dc->gate[k], dc->h,
+					  dc->out_bank + (size_t)k * d);
 	}
-	dc->c.cpu_experts += n_cold;
 	for (uint32_t k = 0; k < n; k++)
-		decode_expert_out(dc, dc->rec_host[k], dc->gate[k], dc->h,
-				  dc->out_host + (size_t)k * d);
+		if (dc->gate[k])
+			decode_expert_out(dc, dc->rec_host[k], dc->gate[k], dc->h,
+					  dc->out_host + (size_t)k * d);
 	if (dc->workers)
 		wret = decode_banks_wait(dc);
 	return ret ? ret : wret;
+}
+
+/*
+ * Sets gate[] for sequence seq among the layer's n acquired experts: 1/m
+ * for each of the m it selects, 0 for the others'. Returns m.
+ */
+static uint32_t decode_seq_gates(struct decode_client *dc, uint32_t step, uint32_t seq,
+				 uint32_t layer, uint32_t n)
+{
+	const struct moe_trace_token *tok;
+	const uint32_t *ids;
+	uint32_t n_ids, m = 0;
+
+	if (dc->o->batch == 1) {
+		for (uint32_t k = 0; k < n; k++)
+			dc->gate[k] = 1.0f / (float)n;
+		return n;
+	}
+	tok = dc->seqs.tokens[decode_seq_token(dc, step, seq)];
+	ids = moe_trace_layer(tok, layer, &n_ids);
+	for (uint32_t k = 0; k < n; k++) {
+		bool selects = false;
+
+		for (uint32_t j = 0; j < n_ids && !selects; j++)
+			selects = ids[j] == dc->experts[k];
+		dc->gate[k] = selects;
+		m += selects;
+	}
+	for (uint32_t k = 0; k < n; k++)
+		if (dc->gate[k])
+			dc->gate[k] = 1.0f / (float)m;
+	return m;
+}
+
+/*
+ * Sequence seq's pass through the layer: its experts among the n acquired
+ * ones, from the slots (or the host pages where cold) and again from the
+ * host pages; the two outputs must be equal bit for bit.
+ */
+static int decode_sequence(struct decode_client *dc, uint32_t step, uint32_t seq, uint32_t layer,
+			   uint32_t n)
+{
+	const struct decode_opts *o = dc->o;
+	int ret;
+
+	dc->x = dc->xs + (size_t)seq * o->shape.d_model;
+	if (!decode_seq_gates(dc, step, seq, layer, n))
+		return 0; /* all its experts are another rank's */
+	ret = decode_layer_run(dc, n);
+	if (ret)
+		return ret;
+	decode_sum(dc, n, dc->out_bank, dc->y_bank);
+	decode_sum(dc, n, dc->out_host, dc->y_host);
+	if (memcmp(dc->y_bank, dc->y_host, o->shape.d_model * sizeof(float))) {
+		dc->c.mismatches++;
+		if (dc->c.mismatches <= 5)
+			decode_report_mismatch(dc, step, layer, n);
+	}
+	decode_normalize(dc, dc->y_host);
+	return 0;
 }
 
 static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
@@ -889,7 +1001,7 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 	uint32_t wait = MOECACHE_ACQ_WAIT | (o->keep_waiting ? MOECACHE_ACQ_KEEP_WAITING : 0);
 	/* cpu: pin the hits and queue the misses; plan: as the plan says. */
 	uint32_t flags = o->cold == COLD_CPU ? 0 : wait;
-	uint32_t n = decode_local_experts(dc, step, layer, dc->experts);
+	uint32_t n = decode_local_experts(dc, step, layer, dc->experts), n_cold;
 	uint64_t t0;
 	int ret;
 
@@ -943,7 +1055,6 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 
 		dc->rec_host[k] = moecache_host_expert(dc->mc, layer, dc->experts[k]);
 		dc->rec_bank[k] = NULL;
-		dc->gate[k] = 1.0f / (float)n;
 		if (!dc->rec_host[k])
 			return -EPROTO;
 		if (o->check_weights && !dc->weights_checked[idx]) {
@@ -960,17 +1071,13 @@ static int decode_layer(struct decode_client *dc, uint32_t step, uint32_t layer)
 			dc->weights_checked[idx] = 1;
 		}
 	}
-	ret = decode_layer_run(dc, n);
-	if (ret)
-		return ret;
-	decode_sum(dc, n, dc->out_bank, dc->y_bank);
-	decode_sum(dc, n, dc->out_host, dc->y_host);
-	if (memcmp(dc->y_bank, dc->y_host, o->shape.d_model * sizeof(float))) {
-		dc->c.mismatches++;
-		if (dc->c.mismatches <= 5)
-			decode_report_mismatch(dc, step, layer, n);
+	moecache_route_group(dc->route, dc->n_banks, &n_cold);
+	dc->c.cpu_experts += n_cold;
+	for (uint32_t seq = 0; seq < o->batch; seq++) {
+		ret = decode_sequence(dc, step, seq, layer, n);
+		if (ret)
+			return ret;
 	}
-	decode_normalize(dc, dc->y_host);
 	/* Pins are held over the expert work and dropped by the next acquire. */
 	memcpy(dc->held, dc->slots, n * sizeof(uint32_t));
 	dc->n_held = n;
@@ -996,7 +1103,10 @@ static int decode_run(struct decode_client *dc)
 			if (ret)
 				break;
 		}
-		decode_embed(dc, step);
+		for (uint32_t seq = 0; seq < dc->o->batch; seq++) {
+			dc->x = dc->xs + (size_t)seq * dc->o->shape.d_model;
+			decode_embed(dc, decode_seq_token(dc, step, seq));
+		}
 		for (uint32_t l = 0; l < dc->trace->n_layers && !ret; l++)
 			ret = decode_layer(dc, step, l);
 		if (!ret)
@@ -1046,6 +1156,7 @@ static void decode_report(const struct decode_client *dc, int run_ret)
 		if (o->label)
 			json_object_object_add(j, "label", json_object_new_string(o->label));
 		json_object_object_add(j, "start", json_object_new_int64(o->start));
+		json_object_object_add(j, "batch", json_object_new_int64(o->batch));
 		json_object_object_add(j, "steps", json_object_new_int64(c->steps));
 		json_object_object_add(j, "layers", json_object_new_int64(dc->trace->n_layers));
 		json_object_object_add(j, "top_k", json_object_new_int64(dc->trace->top_k));

@@ -40,7 +40,19 @@ static struct moe_trace *batch_alloc(const struct moe_trace *src, uint32_t steps
 	return t;
 }
 
-/* The trace whose step s, layer l is the union over group s of the tokens' layer l. */
+/* ids[0, n) in increasing order (n is at most a layer's experts). */
+static void batch_sort_ids(uint32_t *ids, uint32_t n)
+{
+	for (uint32_t i = 1; i < n; i++) {
+		uint32_t id = ids[i], j = i;
+
+		for (; j > 0 && ids[j - 1] > id; j--)
+			ids[j] = ids[j - 1];
+		ids[j] = id;
+	}
+}
+
+/* The trace whose step s, layer l is the union over group s of the tokens' layer l, by id. */
 static int batch_build(const struct moe_trace_view *v, const struct batch_groups *g,
 		       struct moe_trace **out)
 {
@@ -87,6 +99,7 @@ static int batch_build(const struct moe_trace_view *v, const struct batch_groups
 					n++;
 				}
 			}
+			batch_sort_ids(t->id_store + start[l], n);
 			if (n > t->top_k)
 				t->top_k = n;
 		}
@@ -134,7 +147,7 @@ int moe_trace_batch(const struct moe_trace_view *v, uint32_t batch, struct moe_t
 	for (uint32_t i = 0; i < steps; i++) {
 		g.first[i + 1] = (i + 1) * batch;
 		for (uint32_t b = 0; b < batch; b++)
-			g.member[i * batch + b] = b * steps + i;
+			g.member[i * batch + b] = moe_trace_batch_member(v->n, batch, i, b);
 	}
 	return batch_groups_run(v, &g, out);
 }

@@ -694,6 +694,41 @@ Test(sim, basic_batch_is_the_union_of_stretches,
 	moe_trace_free(t);
 }
 
+/* Token t selects expert 3 - t in every layer: stretch order is falling. */
+static uint32_t sel_falling(uint32_t t, uint32_t l, uint32_t *out)
+{
+	(void)l;
+	out[0] = 3 - t % 4;
+	return 1;
+}
+
+Test(sim, basic_batch_union_listed_by_id,
+     .description = "--batch 2 of 4 tokens selecting 3, 2, 1, 0: a step's union is listed by id "
+		    "(the order the agent hears of it), not in stretch order")
+{
+	struct moe_trace *t = gen_trace(4, 2, sel_falling), *b;
+	struct moe_trace_view v;
+	uint32_t k;
+	const uint32_t *ids;
+
+	cr_assert_eq(moe_trace_select(t, NULL, MOE_TRACE_ALL, &v), 0);
+	cr_assert_eq(moe_trace_batch(&v, 2, &b), 0);
+	for (uint32_t l = 0; l < 2; l++) {
+		ids = moe_trace_layer(&b->tokens[0], l, &k);
+		cr_assert_eq(k, 2);
+		cr_expect(ids[0] == 1 && ids[1] == 3, "step 0, layer %u: %u %u", l, ids[0], ids[1]);
+		ids = moe_trace_layer(&b->tokens[1], l, &k);
+		cr_assert_eq(k, 2);
+		cr_expect(ids[0] == 0 && ids[1] == 2, "step 1, layer %u: %u %u", l, ids[0], ids[1]);
+	}
+	/* Sequence 1's token at step 1 is the view's token 3, which selects 0. */
+	cr_expect_eq(moe_trace_batch_member(v.n, 2, 1, 1), 3);
+	cr_expect_eq(moe_trace_batch_member(v.n, 2, 0, 0), 0);
+	moe_trace_view_free(&v);
+	moe_trace_free(b);
+	moe_trace_free(t);
+}
+
 Test(sim, perf_timing_batch_default_at_least_lru_and_stream,
      .description = "h200, B = 1, 4, 16, 32 sequences at 10/25/50%: the default plan is at or "
 		    "above LRU demand-only and above streaming every expert (a one-slot bank)")

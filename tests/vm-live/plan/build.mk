@@ -11,3 +11,13 @@ VM_SUITES += moecache-live-plan
 $(MOECACHE_LIVE_PLAN_TEST): tests/vm-live/plan/plan-test.sh
 	@mkdir -p $(dir $@)
 	install -m 0755 $< $@
+
+# moecache-plan-queue: the plan follows the queue depth the driver publishes,
+# live (tests/vm-live/plan/queue.c); run by plan-test.sh against a slow agent.
+MOECACHE_PLAN_QUEUE := $(TESTOUT)/vm/moecache-plan-queue
+
+VM_TESTS += $(MOECACHE_PLAN_QUEUE)
+
+$(MOECACHE_PLAN_QUEUE): $(OBJ)/tests/vm-live/plan/queue.o $(LIBOUT)/libmoecache.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -lm

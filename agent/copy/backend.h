@@ -27,6 +27,7 @@ struct agent_copy {
 	uint32_t flags;	 /* MOECACHE_FILL_* */
 	const void *src; /* the expert's host record */
 	int status;	 /* on completion: 0 or -errno */
+	bool published;	 /* on completion: the config's publish hook made it visible */
 };
 
 struct mc_gpu_params;
@@ -52,6 +53,21 @@ struct agent_backend_config {
 	uint32_t copy_delay_us;
 	/* cuda, rocm: devices, budget, host region, queues (lib/gpu/common.h); NULL: defaults */
 	const struct mc_gpu_params *gpu;
+	/*
+	 * Optional (NULL: none). Run by the copy thread that finished a demand
+	 * copy (not MOECACHE_FILL_PREFETCH) without error, with no engine lock
+	 * held, to make the copy visible at once (moecached: its COMMIT), so
+	 * that a client waiting for it needs no other thread to run first.
+	 * 0: published; the completion still comes to the collector, with
+	 * published set, but in batches (see copy_queue.h), since nobody waits
+	 * for it any more. -errno: the completion carries it as its status and
+	 * is signalled at once. It reads only what stays fixed while copies run
+	 * (moecached: the pool's handle). Engines that finish copies on a
+	 * thread of their own (cuda, rocm) leave published false and do not
+	 * call it.
+	 */
+	int (*publish)(void *ctx, const struct agent_copy *c);
+	void *publish_ctx;
 };
 
 struct agent_backend;

@@ -51,6 +51,8 @@ struct agent_backend_config {
 	uint64_t expert_bytes;
 	uint32_t copy_threads;
 	uint32_t copy_delay_us;
+	/* A prefetch's pieces, between which it can be cancelled (0: the engine's default). */
+	uint64_t chunk_bytes;
 	/* cuda, rocm: devices, budget, host region, queues (lib/gpu/common.h); NULL: defaults */
 	const struct mc_gpu_params *gpu;
 	/*

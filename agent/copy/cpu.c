@@ -178,7 +178,8 @@ static int cpu_create(const struct agent_backend_config *cfg, void **priv)
 	ret = agent_copy_engine_init(&cb->eng, cfg->copy_delay_us);
 	if (ret)
 		goto err;
-	ret = agent_copy_sched_init(&cb->sched, cfg->copy_threads, cfg->expert_bytes, 0);
+	ret = agent_copy_sched_init(&cb->sched, cfg->copy_threads, cfg->expert_bytes,
+				    cfg->chunk_bytes);
 	if (ret)
 		goto err;
 	cb->threads = calloc(cfg->copy_threads, sizeof(*cb->threads));

@@ -151,7 +151,7 @@ static bool gpu_queue_progress(struct agent_gpu_engine *g, uint32_t qi, uint64_t
 				   "%s: copy into slot %u failed: %s", g->ops->name, h->c.slot,
 				   strerror(-ret));
 		else if (!h->cancelled && h->off + h->bytes < g->cfg.expert_bytes) {
-			/* A prefetch's piece: the next one goes behind what was queued meanwhile. */
+			/* A prefetch's piece: the next goes behind what was queued meanwhile. */
 			struct agent_gpu_copy next = *h;
 
 			gpu_queue_pop(g, qi);

@@ -838,12 +838,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moecache-bench: copy: %s\n", strerror(-ret));
 		return 1;
 	}
-	json_object_object_add(root, "copy_vs_memcpy",
-			       ratio_obj(copy_ratio, 0.9, false,
-					 "CPU backend copy throughput (each copy published by its copy "
-					 "thread, as moecached's COMMIT) / memcpy, same threads, bytes and "
-					 "destination (the bank) (median of 15 back-to-back pairs)",
-					 "engine_gb_s", a, "memcpy_gb_s", b));
+	json_object_object_add(
+	    root, "copy_vs_memcpy",
+	    ratio_obj(copy_ratio, 0.9, false,
+		      "CPU backend copy throughput (each copy published by its copy "
+		      "thread, as moecached's COMMIT) / memcpy, same threads, bytes and "
+		      "destination (the bank) (median of 15 back-to-back pairs)",
+		      "engine_gb_s", a, "memcpy_gb_s", b));
 	json_object_object_add(
 	    root, "copy_unpublished_vs_memcpy",
 	    ratio_obj(unpublished, NAN, false,

@@ -379,7 +379,8 @@ static double run_decode(struct check *c, const struct kmod *k, struct model *m,
 							? MOECACHE_NONE
 							: l * m->n_experts + ids[kk];
 			} else {
-				int misses = decode_slots_layer(&r, l, ids, m->top_k, slots, missed);
+				int misses =
+				    decode_slots_layer(&r, l, ids, m->top_k, slots, missed);
 
 				if (misses < 0) {
 					dc_record(&c->rep, "decode.slots", false,

@@ -9,7 +9,8 @@
 int decode_slots_init(struct decode_slots *d, const char *policy, uint32_t n_layers,
 		      uint32_t n_experts, uint32_t n_slots, uint32_t top_k)
 {
-	struct moe_policy_config pc = {.n_layers = n_layers, .n_local = n_experts, .n_slots = n_slots};
+	struct moe_policy_config pc = {
+	    .n_layers = n_layers, .n_local = n_experts, .n_slots = n_slots};
 	int ret;
 
 	memset(d, 0, sizeof(*d));

@@ -151,8 +151,8 @@ int cmd_import(struct check *c)
 	/* A new agent adopts it and reads every slot back. */
 	desc = msg.desc;
 	desc.fd = dup(fd);
-	ret = dc_bank_adopt(&b, &agent_rocm_backend, agent_rocm_backend_create, &desc,
-			    IMPORT_SLOTS, IMPORT_EXPERT, c->err, sizeof(c->err));
+	ret = dc_bank_adopt(&b, &agent_rocm_backend, agent_rocm_backend_create, &desc, IMPORT_SLOTS,
+			    IMPORT_EXPERT, c->err, sizeof(c->err));
 	if (!ret) {
 		for (uint32_t s = 0; s < IMPORT_SLOTS; s++) {
 			dc_fill_pattern(expect, IMPORT_EXPERT, DC_EXPORT_PATTERN + s);

@@ -21,10 +21,10 @@
 struct publish_log {
 	pthread_t caller;
 	atomic_uint calls;
-	atomic_uint on_caller;	   /* hook run on the thread that queued the copies */
-	atomic_uint before_bytes;  /* hook run before the slot held the expert */
-	atomic_uint next_started;  /* one copy thread: the next slot written already */
-	int ret;		   /* what the hook returns */
+	atomic_uint on_caller;	  /* hook run on the thread that queued the copies */
+	atomic_uint before_bytes; /* hook run before the slot held the expert */
+	atomic_uint next_started; /* one copy thread: the next slot written already */
+	int ret;		  /* what the hook returns */
 	struct agent_backend *be;
 	unsigned char (*src)[EXPERT_BYTES];
 };
@@ -107,7 +107,8 @@ Test(copy_publish, basic_demand_copies_published_by_copy_thread,
 		     "published only after the next copy had started");
 	for (int i = 0; i < N_COPIES; i++) {
 		cr_expect_eq(done[i].status, 0);
-		cr_expect(done[i].published, "copy into slot %u not marked published", done[i].slot);
+		cr_expect(done[i].published, "copy into slot %u not marked published",
+			  done[i].slot);
 	}
 	cr_expect_eq(agent_backend_inflight(be), 0);
 	agent_backend_destroy(be);

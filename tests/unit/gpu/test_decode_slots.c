@@ -87,7 +87,8 @@ Test(decode_slots, basic_more_experts_than_slots_left_out,
 }
 
 Test(decode_slots, bad_input_init,
-     .description = "an unknown policy is -ENOENT; zero sizes and a layer wider than top_k are -EINVAL")
+     .description =
+	 "an unknown policy is -ENOENT; zero sizes and a layer wider than top_k are -EINVAL")
 {
 	struct decode_slots d;
 	uint32_t ids[3] = {0, 1, 2}, slots[3], missed[3];

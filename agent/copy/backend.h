@@ -102,7 +102,10 @@ int agent_backend_copy(struct agent_backend *be, const struct agent_copy *c);
  * -EOPNOTSUPP (an engine without cancel).
  */
 int agent_backend_cancel(struct agent_backend *be, uint32_t slot);
-/* Readable while completions wait to be collected. */
+/*
+ * Readable while completions wait to be collected, but for published ones
+ * (agent_backend_config.publish), which may wait for a batch (copy_queue.h).
+ */
 int agent_backend_completion_fd(const struct agent_backend *be);
 /* Collects up to max finished copies; returns how many. */
 int agent_backend_completions(struct agent_backend *be, struct agent_copy *out, uint32_t max);

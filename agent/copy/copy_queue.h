@@ -2,7 +2,8 @@
 /*
  * What every copy engine (cpu, cuda, rocm) keeps the same way: FIFOs of
  * copies that grow on demand, and the finished side, an eventfd that is
- * readable while finished copies wait to be collected.
+ * readable while finished copies wait to be collected (published ones, in
+ * batches: agent_copy_engine_done).
  *
  * An engine reserves room in its finished FIFO for every copy it accepts,
  * so that the thread completing a copy never has to allocate or fail.
@@ -134,7 +135,7 @@ struct agent_copy_engine {
 	uint32_t copy_delay_us;	      /* tests: a pause in the middle of each copy */
 	bool stopping;
 	bool signalled; /* done_fd made readable for what done holds: no second signal */
-	int done_fd;	/* eventfd: done is not empty */
+	int done_fd;	/* eventfd: readable once done is signalled */
 };
 
 /*

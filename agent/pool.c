@@ -1198,6 +1198,25 @@ static void pool_commit_batch(struct agent_pool *p, const struct moecache_fill *
 }
 
 /*
+ * The backend's publish hook: a demand copy finished, on a copy thread.
+ * Its COMMIT goes to the driver from there, so the client waiting for it
+ * is woken without a hand-off to this pool's thread; pool_collect keeps
+ * the books later (agent_slots_committed), and until then the slot stays
+ * "filling" here, which only keeps it from being chosen as a victim. It
+ * reads the handle alone, which does not change while copies run (the
+ * backend is destroyed before the handle is closed), and the driver
+ * serialises the COMMIT against this thread's calls.
+ */
+static int pool_publish(void *ctx, const struct agent_copy *c)
+{
+	struct agent_pool *p = ctx;
+	struct moecache_fill f = {
+	    .slot = c->slot, .layer = c->layer, .expert = c->expert, .flags = c->flags};
+
+	return moecache_commit(p->mc, &f, 1);
+}
+
+/*
  * One finished copy of a one-bank pool: a whole one goes into fills for the
  * batch's COMMIT (*n_ok counts them); the rest as agent_fill_finished says.
  */
@@ -1215,6 +1234,11 @@ static void pool_copy_finished(struct agent_pool *p, const struct agent_copy *c,
 		p->cpu_inflight--;
 	switch (agent_fill_finished(kind, c->status, asked)) {
 	case AGENT_FILL_COMMIT:
+		if (c->published) { /* pool_publish committed it */
+			agent_slots_committed(&p->slots, c->slot);
+			p->n_fills++;
+			return;
+		}
 		p->fills[(*n_ok)++] = (struct moecache_fill){
 		    .slot = c->slot,
 		    .layer = c->layer,
@@ -1753,6 +1777,8 @@ static int pool_setup(struct agent_pool *p)
 	    .copy_threads = p->cfg->copy_threads,
 	    .copy_delay_us = p->cfg->copy_delay_us,
 	    .gpu = &gpu,
+	    .publish = pool_publish,
+	    .publish_ctx = p,
 	};
 	ret = agent_backend_create(p->cfg->backend, &bc, &p->be);
 	if (ret) {

@@ -27,6 +27,7 @@ struct agent_copy {
 	uint32_t flags;	 /* MOECACHE_FILL_* */
 	const void *src; /* the expert's host record */
 	int status;	 /* on completion: 0 or -errno */
+	bool published;	 /* on completion: the config's publish hook made it visible */
 };
 
 struct mc_gpu_params;
@@ -50,8 +51,25 @@ struct agent_backend_config {
 	uint64_t expert_bytes;
 	uint32_t copy_threads;
 	uint32_t copy_delay_us;
+	/* A prefetch's pieces, between which it can be cancelled (0: the engine's default). */
+	uint64_t chunk_bytes;
 	/* cuda, rocm: devices, budget, host region, queues (lib/gpu/common.h); NULL: defaults */
 	const struct mc_gpu_params *gpu;
+	/*
+	 * Optional (NULL: none). Run by the copy thread that finished a demand
+	 * copy (not MOECACHE_FILL_PREFETCH) without error, with no engine lock
+	 * held, to make the copy visible at once (moecached: its COMMIT), so
+	 * that a client waiting for it needs no other thread to run first.
+	 * 0: published; the completion still comes to the collector, with
+	 * published set, but in batches (see copy_queue.h), since nobody waits
+	 * for it any more. -errno: the completion carries it as its status and
+	 * is signalled at once. It reads only what stays fixed while copies run
+	 * (moecached: the pool's handle). Engines that finish copies on a
+	 * thread of their own (cuda, rocm) leave published false and do not
+	 * call it.
+	 */
+	int (*publish)(void *ctx, const struct agent_copy *c);
+	void *publish_ctx;
 };
 
 struct agent_backend;
@@ -84,7 +102,10 @@ int agent_backend_copy(struct agent_backend *be, const struct agent_copy *c);
  * -EOPNOTSUPP (an engine without cancel).
  */
 int agent_backend_cancel(struct agent_backend *be, uint32_t slot);
-/* Readable while completions wait to be collected. */
+/*
+ * Readable while completions wait to be collected, but for published ones
+ * (agent_backend_config.publish), which may wait for a batch (copy_queue.h).
+ */
 int agent_backend_completion_fd(const struct agent_backend *be);
 /* Collects up to max finished copies; returns how many. */
 int agent_backend_completions(struct agent_backend *be, struct agent_copy *out, uint32_t max);

@@ -245,10 +245,19 @@ void agent_copy_engine_fini(struct agent_copy_engine *e)
 
 bool agent_copy_engine_done(struct agent_copy_engine *e, const struct agent_copy *c)
 {
-	bool was_empty = e->done.len == 0;
-
 	agent_copy_queue_push(&e->done, c);
-	return was_empty;
+	if (e->signalled || (c->published && e->done.len < AGENT_COPY_PUBLISHED_BATCH))
+		return false;
+	e->signalled = true;
+	return true;
+}
+
+bool agent_copy_engine_flush(struct agent_copy_engine *e)
+{
+	if (e->signalled || !e->done.len)
+		return false;
+	e->signalled = true;
+	return true;
 }
 
 void agent_copy_engine_signal(struct agent_copy_engine *e)
@@ -276,8 +285,15 @@ int agent_copy_engine_completions(void *priv, struct agent_copy *out, uint32_t m
 	while (n < max && agent_copy_queue_pop(&e->done, &out[n]))
 		n++;
 	e->inflight -= n;
-	if (e->done.len) /* more than max were waiting: stay readable */
+	/*
+	 * More than max were waiting: stay readable (still signalled). Else
+	 * the next finished copy decides again; one that finished between the
+	 * read above and the lock saw signalled set and was taken here.
+	 */
+	if (e->done.len)
 		agent_done_signal(e->done_fd);
+	else
+		e->signalled = false;
 	pthread_mutex_unlock(&e->lock);
 	return (int)n;
 }

@@ -2,7 +2,8 @@
 /*
  * What every copy engine (cpu, cuda, rocm) keeps the same way: FIFOs of
  * copies that grow on demand, and the finished side, an eventfd that is
- * readable while finished copies wait to be collected.
+ * readable while finished copies wait to be collected (published ones, in
+ * batches: agent_copy_engine_done).
  *
  * An engine reserves room in its finished FIFO for every copy it accepts,
  * so that the thread completing a copy never has to allocate or fail.
@@ -133,19 +134,39 @@ struct agent_copy_engine {
 	uint32_t inflight;	      /* accepted and not collected */
 	uint32_t copy_delay_us;	      /* tests: a pause in the middle of each copy */
 	bool stopping;
-	int done_fd; /* eventfd: done is not empty */
+	bool signalled; /* done_fd made readable for what done holds: no second signal */
+	int done_fd;	/* eventfd: readable once done is signalled */
 };
 
 /*
- * A copy finished (under e->lock, room reserved): onto done. True if done
- * was empty: then the caller makes done_fd readable with
- * agent_copy_engine_signal, after it dropped the lock (the woken collector
- * would otherwise wake only to wait for the lock). A collector takes
- * everything (or re-arms done_fd itself), so one signal per
- * empty-to-waiting is enough: copies that finish while others wait to be
- * collected cost no system call and no wake-up of the pool's thread.
+ * Published copies (struct agent_backend_config's publish) that may wait
+ * in done unsignalled: at this many the collector is woken even while the
+ * copy threads have work, so the pool's own records of them (the slots it
+ * may evict again) lag by a bounded amount.
+ */
+#define AGENT_COPY_PUBLISHED_BATCH 16
+
+/*
+ * A copy finished (under e->lock, room reserved): onto done. True when the
+ * caller must make done_fd readable with agent_copy_engine_signal, after it
+ * dropped the lock (the woken collector would otherwise wake only to wait
+ * for the lock). A collector takes everything (or re-arms done_fd itself),
+ * so one signal per batch is enough: copies that finish while others wait
+ * to be collected cost no system call and no wake-up of the pool's thread.
+ *
+ * A copy that is not published (c->published false: a client may wait for
+ * its completion) is signalled at once. A published one is not: nobody
+ * waits for it, and on a busy CPU waking the collector after every copy
+ * preempts the copy thread each time. It waits until
+ * AGENT_COPY_PUBLISHED_BATCH have gathered, or a copy thread runs out of
+ * work (agent_copy_engine_flush), or another copy is signalled.
  */
 bool agent_copy_engine_done(struct agent_copy_engine *e, const struct agent_copy *c);
+/*
+ * Under e->lock, a copy thread with nothing to do: true when finished
+ * copies wait unsignalled; the caller signals after dropping the lock.
+ */
+bool agent_copy_engine_flush(struct agent_copy_engine *e);
 void agent_copy_engine_signal(struct agent_copy_engine *e);
 
 /* The lock, the condition and the eventfd: 0 or -errno; fini is safe after either. */

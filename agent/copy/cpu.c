@@ -4,7 +4,8 @@
  * a pool of memcpy threads so that several are in flight at once, in the
  * order of copy_queue.h's scheduler (demand copies first, prefetches in
  * chunks a demand copy overtakes, cancellable). Finished copies are queued
- * and signalled on an eventfd.
+ * and signalled on an eventfd; a demand copy is published first by the
+ * thread that copied it when the config has a publish hook.
  *
  * Every bank of a pool is its own instance and its own sealed memfd (its
  * device ordinal only names it). Any two CPU banks can copy between each
@@ -68,7 +69,7 @@ static void cpu_do_piece(struct cpu_backend *cb, const struct agent_copy_piece *
 	memcpy(dst + (half - p->offset), src + (half - p->offset), p->offset + p->len - half);
 }
 
-/* A copy is over (under eng.lock; room was reserved): onto done, the collector woken. */
+/* A copy is over (under eng.lock; room was reserved): onto done, the collector woken if due. */
 static void cpu_finish(struct cpu_backend *cb, const struct agent_copy *c)
 {
 	if (agent_copy_engine_done(&cb->eng, c)) {
@@ -77,6 +78,26 @@ static void cpu_finish(struct cpu_backend *cb, const struct agent_copy *c)
 		agent_copy_engine_signal(&cb->eng);
 		pthread_mutex_lock(&cb->eng.lock);
 	}
+}
+
+/*
+ * A demand copy this thread finished (under eng.lock): published by the
+ * config's hook from here, with the lock dropped, when there is one, so
+ * the waiting client is woken by this thread and not after a hand-off to
+ * the collector; then finished as any copy (agent_copy_engine_done batches
+ * the wake-ups of published ones).
+ */
+static void cpu_publish(struct cpu_backend *cb, struct agent_copy *c)
+{
+	int ret;
+
+	if (!cb->cfg.publish || c->status || (c->flags & MOECACHE_FILL_PREFETCH))
+		return;
+	pthread_mutex_unlock(&cb->eng.lock);
+	ret = cb->cfg.publish(cb->cfg.publish_ctx, c);
+	pthread_mutex_lock(&cb->eng.lock);
+	c->status = ret;
+	c->published = !ret;
 }
 
 static void *cpu_worker(void *arg)
@@ -90,6 +111,13 @@ static void *cpu_worker(void *arg)
 		uint32_t delay;
 
 		while (!agent_copy_sched_next(&cb->sched, &piece)) {
+			if (agent_copy_engine_flush(&cb->eng)) {
+				/* Out of work: the published copies go to the collector now. */
+				pthread_mutex_unlock(&cb->eng.lock);
+				agent_copy_engine_signal(&cb->eng);
+				pthread_mutex_lock(&cb->eng.lock);
+				continue;
+			}
 			if (cb->eng.stopping) {
 				pthread_mutex_unlock(&cb->eng.lock);
 				return NULL;
@@ -103,8 +131,10 @@ static void *cpu_worker(void *arg)
 
 		pthread_mutex_lock(&cb->eng.lock);
 		/* Cannot fail: cpu_copy reserved room for every copy in flight. */
-		if (agent_copy_sched_piece_done(&cb->sched, &piece, 0, &c))
+		if (agent_copy_sched_piece_done(&cb->sched, &piece, 0, &c)) {
+			cpu_publish(cb, &c);
 			cpu_finish(cb, &c);
+		}
 	}
 }
 
@@ -148,7 +178,8 @@ static int cpu_create(const struct agent_backend_config *cfg, void **priv)
 	ret = agent_copy_engine_init(&cb->eng, cfg->copy_delay_us);
 	if (ret)
 		goto err;
-	ret = agent_copy_sched_init(&cb->sched, cfg->copy_threads, cfg->expert_bytes, 0);
+	ret = agent_copy_sched_init(&cb->sched, cfg->copy_threads, cfg->expert_bytes,
+				    cfg->chunk_bytes);
 	if (ret)
 		goto err;
 	cb->threads = calloc(cfg->copy_threads, sizeof(*cb->threads));
@@ -247,14 +278,16 @@ static void *cpu_slot(void *priv, uint32_t slot)
 static int cpu_copy(void *priv, const struct agent_copy *c)
 {
 	struct cpu_backend *cb = priv;
+	struct agent_copy q = *c;
 	int ret;
 
 	if (!cb->bank || c->slot >= cb->cfg.n_slots || !c->src)
 		return -EINVAL;
+	q.published = false; /* until cpu_publish says otherwise */
 	pthread_mutex_lock(&cb->eng.lock);
 	ret = agent_copy_queue_reserve(&cb->eng.done, cb->eng.inflight + 1);
 	if (!ret)
-		ret = agent_copy_sched_push(&cb->sched, c);
+		ret = agent_copy_sched_push(&cb->sched, &q);
 	if (!ret)
 		cb->eng.inflight++;
 	pthread_mutex_unlock(&cb->eng.lock);

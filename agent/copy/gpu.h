@@ -11,7 +11,10 @@
  * one FIFO of copies per device queue (a CUDA stream, an SDMA queue), and
  * runs the completion thread that retires the oldest copy of each queue
  * once the device says it is done and hands it to the collector
- * (copy_queue.h). With a copy delay (tests), a copy is queued in two
+ * (copy_queue.h). Prefetches go in pieces (AGENT_GPU_CHUNK_BYTES), one on
+ * the device at a time, so that a demand copy queued behind one waits for
+ * one piece at most and a prefetch that turned wrong can be cancelled
+ * between two of its pieces. With a copy delay (tests), a copy is queued in two
  * halves with a gate between them that the completion thread opens after
  * the delay, so that a slot stays half-written for a while.
  *
@@ -31,11 +34,19 @@
 #include "copy_queue.h"
 #include "lib/gpu/common.h"
 
-/* One copy on a device queue, oldest first. */
+/*
+ * One copy on a device queue, oldest first. A prefetch larger than the
+ * engine's chunk goes to the device one piece at a time: an entry is then
+ * its running piece (dst, src and bytes that piece's, off where it starts
+ * in the expert), and the completion thread queues the next piece behind
+ * whatever was queued meanwhile, unless the prefetch was cancelled.
+ */
 struct agent_gpu_copy {
 	struct agent_copy c;
-	uint64_t dst, src;   /* device addresses: the slot, the source */
-	uint64_t bytes;	     /* all of the copy */
+	uint64_t dst, src;   /* device addresses: the slot, the source (this piece's) */
+	uint64_t bytes;	     /* all of the copy (of this piece) */
+	uint64_t off;	     /* where this piece starts in the expert: 0 for a whole copy */
+	bool cancelled;	     /* a prefetch: finish as -ECANCELED after this piece */
 	uint64_t first;	     /* bytes queued before the gate: all of them without a delay */
 	uint64_t gate_at_ns; /* with a delay: when the rest may go; 0 once it went */
 	bool peer;	     /* src is another device's bank, not host pages */
@@ -143,6 +154,13 @@ struct agent_gpu_ops {
 	}
 
 /*
+ * The pieces of a prefetch (agent_backend_config.chunk_bytes 0): large
+ * enough that a device's per-copy cost stays small beside a piece, small
+ * enough that a demand copy is not held long behind one.
+ */
+#define AGENT_GPU_CHUNK_BYTES (4ull << 20)
+
+/*
  * The engine, first in each vendor's struct (and so first in priv: the
  * shared ops of copy_queue.h take priv as its eng).
  */
@@ -175,6 +193,8 @@ struct agent_gpu_engine {
 	uint32_t n_peers;
 
 	struct mc_gpu_ranges host; /* host ranges registered (or tried) */
+
+	uint64_t chunk_bytes; /* a prefetch's pieces */
 
 	/* Under eng.lock. */
 	struct agent_gpu_queue *queues;
@@ -217,6 +237,12 @@ int agent_gpu_backend_copy(void *priv, const struct agent_copy *c);
 bool agent_gpu_backend_can_peer(const void *dst, const void *src);
 int agent_gpu_backend_copy_peer(void *dst, void *src, uint32_t src_slot,
 				const struct agent_copy *c);
+/*
+ * Cancels the prefetch into slot: it finishes as -ECANCELED once its piece
+ * on the device is done (a piece queued there cannot be taken back), and
+ * no further piece goes. 0 or -ENOENT (no prefetch into slot in flight).
+ */
+int agent_gpu_backend_cancel(void *priv, uint32_t slot);
 
 /* The device address of a slot in this process, or 0 before a bank exists. */
 uint64_t agent_gpu_backend_slot_addr(void *priv, uint32_t slot);
@@ -236,6 +262,7 @@ const char *agent_gpu_backend_error(const void *priv);
 		.completions = agent_copy_engine_completions,                                      \
 		.inflight = agent_copy_engine_inflight, .set_delay = agent_copy_engine_set_delay,  \
 		.can_peer = agent_gpu_backend_can_peer, .copy_peer = agent_gpu_backend_copy_peer,  \
+		.cancel = agent_gpu_backend_cancel,                                                \
 	}
 
 /*

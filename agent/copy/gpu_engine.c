@@ -86,6 +86,35 @@ static void gpu_queue_pop(struct agent_gpu_engine *g, uint32_t qi)
 
 /* ---- completion thread ---- */
 
+/* A copy is over (under lock): to the collector, with status. Room was reserved by the copy. */
+static void gpu_finish(struct agent_gpu_engine *g, struct agent_copy *c, int status)
+{
+	c->status = status;
+	if (agent_copy_engine_done(&g->eng, c))
+		agent_copy_engine_signal(&g->eng);
+}
+
+static int gpu_enqueue_on(struct agent_gpu_engine *g, uint32_t qi, struct agent_gpu_copy *gc);
+
+/*
+ * The piece after done (a copy of the entry that was just popped from
+ * queue qi) onto the same queue; no allocation, since it takes the popped
+ * entry's room. 0, or -errno from the device (the prefetch then fails).
+ */
+static int gpu_next_piece(struct agent_gpu_engine *g, uint32_t qi, struct agent_gpu_copy *done)
+{
+	uint64_t left;
+
+	done->dst += done->bytes;
+	done->src += done->bytes;
+	done->off += done->bytes;
+	left = g->cfg.expert_bytes - done->off;
+	done->bytes = left < g->chunk_bytes ? left : g->chunk_bytes;
+	done->gate_at_ns = 0;
+	done->fence = done->gate_fence = done->end = 0;
+	return gpu_enqueue_on(g, qi, done);
+}
+
 /*
  * Retires what has finished at the head of queue qi (under lock). Returns
  * true if something moved; *wait_ns gets how long a delayed copy wants.
@@ -116,15 +145,24 @@ static bool gpu_queue_progress(struct agent_gpu_engine *g, uint32_t qi, uint64_t
 			if (!ret)
 				continue;
 		}
-		h->c.status = ret;
+		moved = true;
 		if (ret)
 			agent_logf(NULL, LOG_ERR, agent_gpu_engine_pool(g),
 				   "%s: copy into slot %u failed: %s", g->ops->name, h->c.slot,
 				   strerror(-ret));
-		if (agent_copy_engine_done(&g->eng, &h->c)) /* room reserved by the copy */
-			agent_copy_engine_signal(&g->eng);
+		else if (!h->cancelled && h->off + h->bytes < g->cfg.expert_bytes) {
+			/* A prefetch's piece: the next goes behind what was queued meanwhile. */
+			struct agent_gpu_copy next = *h;
+
+			gpu_queue_pop(g, qi);
+			ret = gpu_next_piece(g, qi, &next);
+			if (!ret)
+				continue;
+			gpu_finish(g, &next.c, ret);
+			continue;
+		}
+		gpu_finish(g, &h->c, h->cancelled ? -ECANCELED : ret);
 		gpu_queue_pop(g, qi);
-		moved = true;
 	}
 	return moved;
 }
@@ -246,6 +284,7 @@ static int gpu_engine_init(struct agent_gpu_engine *g, const struct agent_backen
 	int ret;
 
 	g->cfg = *cfg;
+	g->chunk_bytes = cfg->chunk_bytes ? cfg->chunk_bytes : AGENT_GPU_CHUNK_BYTES;
 	ret = agent_copy_engine_init(&g->eng, cfg->copy_delay_us);
 	if (ret) {
 		snprintf(g->err, sizeof(g->err), "eventfd: %s", strerror(-ret));
@@ -615,17 +654,19 @@ static uint32_t gpu_pick_queue(const struct agent_gpu_engine *g, uint32_t flags)
 	return best;
 }
 
-/* Queues gc on a queue and tracks it (under lock, room reserved by the caller). */
-static int gpu_submit(struct agent_gpu_engine *g, struct agent_gpu_copy *gc)
+/* Queues gc (a whole copy or a piece) on queue qi and tracks it (under lock). */
+static int gpu_enqueue_on(struct agent_gpu_engine *g, uint32_t qi, struct agent_gpu_copy *gc)
 {
-	uint32_t qi = gpu_pick_queue(g, gc->c.flags);
+	uint64_t half = g->cfg.expert_bytes / 2;
 	int ret;
 
 	gc->c.status = 0;
 	gc->first = gc->bytes;
-	if (g->eng.copy_delay_us && gc->bytes > 1) {
+	/* With a delay, the piece that holds the expert's middle is queued in two parts. */
+	if (g->eng.copy_delay_us && gc->bytes > 1 && gc->off <= half &&
+	    half < gc->off + gc->bytes) {
 		/* Half now, half after the delay: tests see a slot half-written. */
-		gc->first = gc->bytes / 2;
+		gc->first = half > gc->off ? half - gc->off : gc->bytes / 2;
 		gc->gate_at_ns = mc_gpu_now_ns() + (uint64_t)g->eng.copy_delay_us * 1000u;
 	}
 	ret = g->ops->enqueue(g, qi, gc);
@@ -636,11 +677,49 @@ static int gpu_submit(struct agent_gpu_engine *g, struct agent_gpu_copy *gc)
 		/* Queued on the device but not tracked: wait so the slot is not reused under it. */
 		g->ops->sync(g, qi, gc);
 		g->ops->retire(g, qi, gc);
-		return ret;
 	}
+	return ret;
+}
+
+/*
+ * Queues a new copy (under lock, room reserved by the caller): a demand
+ * copy whole, a prefetch's first piece.
+ */
+static int gpu_submit(struct agent_gpu_engine *g, struct agent_gpu_copy *gc)
+{
+	int ret;
+
+	if ((gc->c.flags & MOECACHE_FILL_PREFETCH) && gc->bytes > g->chunk_bytes)
+		gc->bytes = g->chunk_bytes;
+	ret = gpu_enqueue_on(g, gpu_pick_queue(g, gc->c.flags), gc);
+	if (ret)
+		return ret;
 	g->eng.inflight++;
 	pthread_cond_signal(&g->eng.work);
 	return 0;
+}
+
+int agent_gpu_backend_cancel(void *priv, uint32_t slot)
+{
+	struct agent_gpu_engine *g = priv;
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&g->eng.lock);
+	for (uint32_t qi = 0; qi < g->n_queues && ret; qi++) {
+		struct agent_gpu_queue *q = &g->queues[qi];
+
+		for (uint32_t i = 0; i < q->len; i++) {
+			struct agent_gpu_copy *gc = &q->items[(q->head + i) % q->cap];
+
+			if (gc->c.slot == slot && (gc->c.flags & MOECACHE_FILL_PREFETCH)) {
+				gc->cancelled = true;
+				ret = 0;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&g->eng.lock);
+	return ret;
 }
 
 int agent_gpu_backend_copy(void *priv, const struct agent_copy *c)

@@ -14,7 +14,9 @@ $(DEVCHECK_OBJ)/cuda_%.o: CFLAGS += -Ikernels
 $(DEVCHECK_OBJ)/rocm_%.o: CFLAGS += $(GPU_DRM_CFLAGS)
 
 $(DEVCHECK_CUDA): $(addprefix $(DEVCHECK_OBJ)/cuda_,main.o common.o checks.o bench.o) \
-		$(DEVCHECK_LINK) $(LIBOUT)/libmoetrace.a $(LIBOUT)/libmoekernels.a $(LIBOUT)/libmoeref.a
+		$(DEVCHECK_OBJ)/decode_slots.o $(DEVCHECK_LINK) $(LIBOUT)/libmoetrace.a \
+		$(LIBOUT)/libmoekernels.a $(LIBOUT)/libmoeref.a $(LIBOUT)/libmoeagent.a \
+		$(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(JSONC_LIBS) -lm
 

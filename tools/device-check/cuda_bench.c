@@ -4,6 +4,13 @@
  * (and pool-setup, which prepares the driver path of bench-decode).
  */
 #include "cuda_check.h"
+#include "decode_slots.h"
+
+/*
+ * The policy of bench-decode's bank: LRU, the baseline every hit rate of
+ * moecache-trace sim is quoted against, so the two can be compared.
+ */
+#define DECODE_POLICY "lru"
 
 /* ---- bench-copy ---- */
 
@@ -307,31 +314,6 @@ static cu_result layer_ffn(struct check *c, const struct kmod *k, const struct m
 	return res;
 }
 
-/* A bank of n_slots slots with LRU replacement, filled by the agent's backend. */
-struct lru {
-	uint32_t n_slots;
-	uint32_t *slot_of; /* [n_idx] */
-	uint32_t *owner;   /* [n_slots] */
-	uint64_t *stamp;   /* [n_slots] */
-	uint32_t *needed;  /* [n_idx]: tick of the layer that needs it */
-	uint64_t clock, hits, misses;
-};
-
-static uint32_t lru_victim(struct lru *r, uint32_t tick)
-{
-	uint32_t best = MOECACHE_NONE;
-
-	for (uint32_t s = 0; s < r->n_slots; s++) {
-		if (r->owner[s] == MOECACHE_NONE)
-			return s;
-		if (r->needed[r->owner[s]] == tick)
-			continue;
-		if (best == MOECACHE_NONE || r->stamp[s] < r->stamp[best])
-			best = s;
-	}
-	return best;
-}
-
 static double run_decode(struct check *c, const struct kmod *k, struct model *m, const char *mode,
 			 uint32_t percent, json_object *res)
 {
@@ -341,8 +323,9 @@ static double run_decode(struct check *c, const struct kmod *k, struct model *m,
 	bool uva = !strcmp(mode, "uva"), resident = !strcmp(mode, "resident");
 	cu_deviceptr bank = 0;
 	uint64_t stride = m->rec_bytes, bytes_copied = 0;
-	uint32_t n_slots = (uint32_t)m->n_idx, tick = 0;
-	struct lru r = {0};
+	uint32_t n_slots = (uint32_t)m->n_idx, missed[64];
+	struct decode_slots r = {0};
+	int err;
 	struct moecache_bank_map bm = {.fd = -1};
 	struct be b = {0};
 	bool registered = false;
@@ -377,21 +360,18 @@ static double run_decode(struct check *c, const struct kmod *k, struct model *m,
 		own_ctx(c);
 		bank = moecache_bank_slot_addr(&bm, 0);
 		stride = bm.slot_stride;
-		r.n_slots = n_slots;
-		r.slot_of = malloc(m->n_idx * sizeof(uint32_t));
-		r.needed = calloc(m->n_idx, sizeof(uint32_t));
-		r.owner = malloc(n_slots * sizeof(uint32_t));
-		r.stamp = calloc(n_slots, sizeof(uint64_t));
-		if (!r.slot_of || !r.needed || !r.owner || !r.stamp)
+		err = decode_slots_init(&r, DECODE_POLICY, m->n_layers, m->n_experts, n_slots,
+					m->top_k);
+		if (err) {
+			dc_record(&c->rep, "decode.slots", false, "slot choice (%s): %s",
+				  DECODE_POLICY, strerror(-err));
 			goto out;
-		memset(r.slot_of, 0xff, m->n_idx * sizeof(uint32_t));
-		memset(r.owner, 0xff, n_slots * sizeof(uint32_t));
+		}
 	}
 	t0 = dc_now_s();
 	for (uint32_t step = 0; step < m->t.n_steps; step++) {
 		for (uint32_t l = 0; l < m->n_layers; l++) {
 			const uint32_t *ids = trace_at(&m->t, step, l);
-			uint32_t misses = 0;
 
 			if (resident || uva) {
 				for (uint32_t kk = 0; kk < m->top_k; kk++)
@@ -399,48 +379,27 @@ static double run_decode(struct check *c, const struct kmod *k, struct model *m,
 							? MOECACHE_NONE
 							: l * m->n_experts + ids[kk];
 			} else {
-				tick++;
-				for (uint32_t kk = 0; kk < m->top_k; kk++)
-					if (ids[kk] != MOECACHE_NONE)
-						r.needed[l * m->n_experts + ids[kk]] = tick;
-				for (uint32_t kk = 0; kk < m->top_k; kk++) {
-					uint32_t idx = l * m->n_experts + ids[kk], v;
+				int misses =
+				    decode_slots_layer(&r, l, ids, m->top_k, slots, missed);
 
-					if (ids[kk] == MOECACHE_NONE) {
-						slots[kk] = MOECACHE_NONE;
-						continue;
-					}
-					if (r.slot_of[idx] != MOECACHE_NONE) {
-						r.hits++;
-						slots[kk] = r.slot_of[idx];
-						r.stamp[slots[kk]] = ++r.clock;
-						continue;
-					}
-					if (!misses) {
-						/* A victim may still be read by an earlier layer.
-						 */
-						c->cu.cuStreamSynchronize(s.stream);
-					}
-					v = lru_victim(&r, tick);
-					if (v == MOECACHE_NONE) {
-						slots[kk] = MOECACHE_NONE; /* more distinct experts
-									      than slots */
-						continue;
-					}
-					if (r.owner[v] != MOECACHE_NONE)
-						r.slot_of[r.owner[v]] = MOECACHE_NONE;
-					r.owner[v] = idx;
-					r.slot_of[idx] = v;
-					r.stamp[v] = ++r.clock;
-					r.misses++;
-					misses++;
-					slots[kk] = v;
-					be_copy(&b, v, m->host + idx * m->rec_bytes, 0);
+				if (misses < 0) {
+					dc_record(&c->rep, "decode.slots", false,
+						  "the slot choice broke a rule");
+					goto out;
+				}
+				/* A victim may still be read by an earlier layer. */
+				if (misses)
+					c->cu.cuStreamSynchronize(s.stream);
+				for (int i = 0; i < misses; i++) {
+					uint32_t idx = l * m->n_experts + ids[missed[i]];
+
+					be_copy(&b, slots[missed[i]], m->host + idx * m->rec_bytes,
+						0);
 					bytes_copied += m->rec_bytes;
 				}
 				/* A demand miss: the layer waits for its copies (as ACQUIRE with
 				 * WAIT). */
-				if (misses && be_wait(&b, misses, 30)) {
+				if (misses && be_wait(&b, (uint32_t)misses, 30)) {
 					dc_record(&c->rep, "decode.copies", false,
 						  "copies failed or timed out");
 					goto out;
@@ -459,7 +418,8 @@ static double run_decode(struct check *c, const struct kmod *k, struct model *m,
 	json_object_object_add(res, "steps", json_object_new_int((int)m->t.n_steps));
 	json_object_object_add(res, "seconds", json_object_new_double(secs));
 	json_object_object_add(res, "slots", json_object_new_int((int)n_slots));
-	if (r.n_slots) {
+	if (r.policy) {
+		json_object_object_add(res, "policy", json_object_new_string(DECODE_POLICY));
 		json_object_object_add(
 		    res, "hit_rate", json_object_new_double((double)r.hits / (r.hits + r.misses)));
 		json_object_object_add(res, "bytes_copied",
@@ -475,10 +435,7 @@ out:
 	if (registered)
 		c->cu.cuMemHostUnregister(m->host);
 	step_bufs_free(c, &s);
-	free(r.slot_of);
-	free(r.needed);
-	free(r.owner);
-	free(r.stamp);
+	decode_slots_free(&r);
 	return secs < 0 ? -1 : m->t.n_steps / secs;
 }
 

@@ -141,34 +141,11 @@ out:
 #define IMPORT_SLOTS 16u
 #define IMPORT_EXPERT (5u << 20)
 
-/* The exporting "agent": makes a bank, fills it, hands the fd over, exits. */
+/* The exporting "agent" (devcheck.h): makes a bank, fills it, hands the fd over, exits. */
 int cmd_export_child(struct check *c, int sock)
 {
-	struct dc_export_msg msg = {0};
-	unsigned char *host = dc_host_region((uint64_t)IMPORT_SLOTS * IMPORT_EXPERT);
-	struct be b;
-	int ret;
-
-	if (!host)
-		return EXIT_SETUP;
-	for (uint32_t s = 0; s < IMPORT_SLOTS; s++)
-		dc_fill_pattern(host + (uint64_t)s * IMPORT_EXPERT, IMPORT_EXPERT, 100 + s);
-	ret = be_open(c, &b, IMPORT_SLOTS, IMPORT_EXPERT, host,
-		      (uint64_t)IMPORT_SLOTS * IMPORT_EXPERT, 2);
-	if (!ret) {
-		for (uint32_t s = 0; s < IMPORT_SLOTS && !ret; s++)
-			ret = be_copy(&b, s, host + (uint64_t)s * IMPORT_EXPERT, 0);
-		if (!ret)
-			ret = be_wait(&b, IMPORT_SLOTS, 30);
-		if (ret > 0)
-			ret = -EIO;
-	}
-	msg.status = ret;
-	snprintf(msg.err, sizeof(msg.err), "%s", ret ? c->err : "");
-	msg.desc = b.desc;
-	dc_send_fd(sock, &msg, ret ? -1 : b.desc.fd);
-	be_close(c, &b); /* the exporter's handle and mapping go: only the fd keeps the bank */
-	return ret ? EXIT_FAILED : 0;
+	return dc_export_child(&agent_cuda_backend, agent_cuda_backend_create, c->o.device,
+			       IMPORT_SLOTS, IMPORT_EXPERT, sock);
 }
 
 int cmd_import(struct check *c, const char *self)
@@ -201,7 +178,7 @@ int cmd_import(struct check *c, const char *self)
 		goto out_fd;
 	}
 	for (uint32_t s = 0; s < IMPORT_SLOTS; s++) {
-		dc_fill_pattern(expect, IMPORT_EXPERT, 100 + s);
+		dc_fill_pattern(expect, IMPORT_EXPERT, DC_EXPORT_PATTERN + s);
 		bad += !device_equals(c, moecache_bank_slot_addr(&m, s), expect, IMPORT_EXPERT,
 				      scratch);
 	}
@@ -210,22 +187,16 @@ int cmd_import(struct check *c, const char *self)
 		  IMPORT_SLOTS);
 	/* A new agent adopts the same fd (warm restart) and copies: the client sees it. */
 	{
-		struct agent_backend_config cfg = {.pool = "gpu-check",
-						   .n_slots = IMPORT_SLOTS,
-						   .expert_bytes = IMPORT_EXPERT,
-						   .copy_threads = 2};
 		unsigned char *host = dc_host_region(IMPORT_EXPERT);
 		struct moecache_bank desc = msg.desc;
-		void *priv = NULL;
+		struct be b = {0};
 
 		desc.fd = dup(fd);
-		ret = host ? agent_cuda_backend_create(&cfg, NULL, &priv, c->err, sizeof(c->err))
-			   : -ENOMEM;
-		if (!ret)
-			ret = agent_cuda_backend.bank_adopt(priv, &desc);
+		ret = dc_bank_adopt(&b, &agent_cuda_backend, agent_cuda_backend_create, &desc,
+				    IMPORT_SLOTS, IMPORT_EXPERT, c->err, sizeof(c->err));
+		if (!ret && !host)
+			ret = -ENOMEM;
 		if (!ret) {
-			struct be b = {.ops = &agent_cuda_backend, .priv = priv, .desc = desc};
-
 			dc_fill_pattern(host, IMPORT_EXPERT, 999);
 			ret = be_copy(&b, 3, host, 0);
 			if (!ret)
@@ -239,13 +210,9 @@ int cmd_import(struct check *c, const char *self)
 			    ret);
 		} else {
 			dc_record(&c->rep, "import.adopt", false, "%s",
-				  priv ? agent_gpu_backend_error(priv) : c->err);
-			if (!priv)
-				close(desc.fd);
+				  host ? c->err : strerror(ENOMEM));
 		}
-		if (priv)
-			agent_cuda_backend.destroy(priv);
-		own_ctx(c);
+		be_close(c, &b);
 		if (host)
 			munmap(host, IMPORT_EXPERT);
 	}

@@ -164,6 +164,32 @@ int dc_bank_open(struct dc_bank *b, const struct agent_backend_ops *ops, dc_crea
 	return ret;
 }
 
+int dc_bank_adopt(struct dc_bank *b, const struct agent_backend_ops *ops, dc_create_fn create,
+		  const struct moecache_bank *desc, uint32_t n_slots, uint64_t expert_bytes,
+		  char *err, size_t errlen)
+{
+	struct agent_backend_config cfg = {.pool = "device-check",
+					   .n_slots = n_slots,
+					   .expert_bytes = expert_bytes,
+					   .copy_threads = 2};
+	int ret;
+
+	memset(b, 0, sizeof(*b));
+	b->ops = ops;
+	b->desc = *desc;
+	ret = create(&cfg, NULL, &b->priv, err, errlen);
+	if (ret) {
+		close(desc->fd);
+		return ret;
+	}
+	ret = ops->bank_adopt(b->priv, desc);
+	if (ret) {
+		snprintf(err, errlen, "%s", agent_gpu_backend_error(b->priv));
+		dc_bank_close(b);
+	}
+	return ret;
+}
+
 void dc_bank_close(struct dc_bank *b)
 {
 	if (b->priv)
@@ -217,6 +243,38 @@ int dc_bank_fill_from(struct dc_bank *dst, struct dc_bank *src, bool peer, uint3
 	if (!ret)
 		ret = dc_bank_wait(dst, 1, 30);
 	return ret > 0 ? -EIO : ret;
+}
+
+int dc_export_child(const struct agent_backend_ops *ops, dc_create_fn create, int device,
+		    uint32_t n_slots, uint64_t expert_bytes, int sock)
+{
+	const uint64_t host_bytes = (uint64_t)n_slots * expert_bytes;
+	unsigned char *host = dc_host_region(host_bytes);
+	struct dc_export_msg msg = {0};
+	struct dc_bank b = {0};
+	int ret;
+
+	if (!host)
+		return EXIT_SETUP;
+	for (uint32_t s = 0; s < n_slots; s++)
+		dc_fill_pattern(host + (uint64_t)s * expert_bytes, expert_bytes,
+				DC_EXPORT_PATTERN + s);
+	ret = dc_bank_open(&b, ops, create, device, n_slots, expert_bytes, host, host_bytes, 2,
+			   msg.err, sizeof(msg.err));
+	for (uint32_t s = 0; !ret && s < n_slots; s++)
+		ret = dc_bank_copy(&b, s, host + (uint64_t)s * expert_bytes, 0);
+	if (!ret)
+		ret = dc_bank_wait(&b, n_slots, 30);
+	if (ret > 0)
+		ret = -EIO; /* copies failed */
+	if (ret && !msg.err[0])
+		snprintf(msg.err, sizeof(msg.err), "filling the bank: %s", strerror(-ret));
+	msg.status = ret;
+	msg.desc = b.desc;
+	dc_send_fd(sock, &msg, ret ? -1 : b.desc.fd);
+	dc_bank_close(&b);
+	munmap(host, host_bytes);
+	return ret ? EXIT_FAILED : 0;
 }
 
 int dc_run_exporter(const char *self, int device, struct dc_export_msg *msg, int *fd, pid_t *pid,

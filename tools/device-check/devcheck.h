@@ -83,6 +83,28 @@ int dc_bank_open(struct dc_bank *b, const struct agent_backend_ops *ops, dc_crea
 		 int device, uint32_t n_slots, uint64_t expert_bytes, const void *host,
 		 uint64_t host_bytes, uint32_t queues, char *err, size_t errlen);
 void dc_bank_close(struct dc_bank *b);
+/*
+ * A new backend of ops (made by create, default parameters) adopting the
+ * bank desc, as a restarted agent does; desc->fd is taken either way. 0, or
+ * -errno with err saying why (b is then closed).
+ */
+int dc_bank_adopt(struct dc_bank *b, const struct agent_backend_ops *ops, dc_create_fn create,
+		  const struct moecache_bank *desc, uint32_t n_slots, uint64_t expert_bytes,
+		  char *err, size_t errlen);
+
+/* Slot s of the exporting process's bank holds dc_fill_pattern(..., DC_EXPORT_PATTERN + s). */
+#define DC_EXPORT_PATTERN 100u
+
+/*
+ * The exporting process (the subcommand export-child that dc_run_exporter
+ * runs), one for every vendor: a bank of ops (made by create) of n_slots
+ * experts of expert_bytes on device, slot s filled from host pages with
+ * pattern DC_EXPORT_PATTERN + s, then sent with its fd on sock; then the
+ * process's backend goes, so that only the fd keeps the bank. Returns the
+ * exit status: 0, EXIT_FAILED or EXIT_SETUP.
+ */
+int dc_export_child(const struct agent_backend_ops *ops, dc_create_fn create, int device,
+		    uint32_t n_slots, uint64_t expert_bytes, int sock);
 int dc_bank_copy(struct dc_bank *b, uint32_t slot, const void *src, uint32_t flags);
 /* Collects n completions within timeout_s; returns failed copies, or -ETIMEDOUT. */
 int dc_bank_wait(struct dc_bank *b, uint32_t n, double timeout_s);

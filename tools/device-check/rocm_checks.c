@@ -106,45 +106,22 @@ out:
 #define IMPORT_SLOTS 8u
 #define IMPORT_EXPERT (5u << 20)
 
+/* The exporting "agent" (devcheck.h): makes a bank, fills it, hands the fd over, exits. */
 int cmd_export_child(struct check *c, int sock)
 {
-	unsigned char *host = dc_host_region((uint64_t)IMPORT_SLOTS * IMPORT_EXPERT);
-	struct dc_export_msg msg = {0};
-	struct be b = {0};
-	int ret;
-
-	if (!host)
-		return EXIT_SETUP;
-	for (uint32_t s = 0; s < IMPORT_SLOTS; s++)
-		dc_fill_pattern(host + (uint64_t)s * IMPORT_EXPERT, IMPORT_EXPERT, 100 + s);
-	ret = be_open(c, &b, IMPORT_SLOTS, IMPORT_EXPERT, host,
-		      (uint64_t)IMPORT_SLOTS * IMPORT_EXPERT, 2);
-	for (uint32_t s = 0; !ret && s < IMPORT_SLOTS; s++)
-		ret = be_copy(&b, s, host + (uint64_t)s * IMPORT_EXPERT);
-	if (!ret)
-		ret = be_wait(&b, IMPORT_SLOTS, 30) ? -EIO : 0;
-	msg.status = ret;
-	snprintf(msg.err, sizeof(msg.err), "%s", ret ? c->err : "");
-	msg.desc = b.desc;
-	dc_send_fd(sock, &msg, ret ? -1 : b.desc.fd);
-	if (b.priv)
-		dc_bank_close(&b);
-	return ret ? EXIT_FAILED : 0;
+	return dc_export_child(&agent_rocm_backend, agent_rocm_backend_create, c->device,
+			       IMPORT_SLOTS, IMPORT_EXPERT, sock);
 }
 
 int cmd_import(struct check *c)
 {
 	unsigned char *expect = malloc(IMPORT_EXPERT), *rb = dc_host_region(IMPORT_EXPERT);
 	struct moecache_bank_map m = {.fd = -1};
-	struct agent_backend_config cfg = {.pool = "amd-check",
-					   .n_slots = IMPORT_SLOTS,
-					   .expert_bytes = IMPORT_EXPERT,
-					   .copy_threads = 2};
 	struct dc_export_msg msg;
 	struct moecache_bank desc;
+	struct be b = {0};
 	int fd = -1, status = 0, ret, bad = 0;
 	char self[PATH_MAX];
-	void *priv = NULL;
 	pid_t pid;
 
 	if (!expect || !rb)
@@ -174,14 +151,11 @@ int cmd_import(struct check *c)
 	/* A new agent adopts it and reads every slot back. */
 	desc = msg.desc;
 	desc.fd = dup(fd);
-	ret = agent_rocm_backend_create(&cfg, NULL, &priv, c->err, sizeof(c->err));
-	if (!ret)
-		ret = agent_rocm_backend.bank_adopt(priv, &desc);
+	ret = dc_bank_adopt(&b, &agent_rocm_backend, agent_rocm_backend_create, &desc, IMPORT_SLOTS,
+			    IMPORT_EXPERT, c->err, sizeof(c->err));
 	if (!ret) {
-		struct be b = {.ops = &agent_rocm_backend, .priv = priv, .desc = desc};
-
 		for (uint32_t s = 0; s < IMPORT_SLOTS; s++) {
-			dc_fill_pattern(expect, IMPORT_EXPERT, 100 + s);
+			dc_fill_pattern(expect, IMPORT_EXPERT, DC_EXPORT_PATTERN + s);
 			bad += !slot_equals(&b, s, expect, IMPORT_EXPERT, rb);
 		}
 		dc_record(
@@ -190,13 +164,9 @@ int cmd_import(struct check *c)
 		    "differ",
 		    bad, IMPORT_SLOTS);
 	} else {
-		dc_record(&c->rep, "import.adopt", false, "%s",
-			  priv ? agent_gpu_backend_error(priv) : c->err);
-		if (!priv)
-			close(desc.fd);
+		dc_record(&c->rep, "import.adopt", false, "%s", c->err);
 	}
-	if (priv)
-		agent_rocm_backend.destroy(priv);
+	dc_bank_close(&b);
 	mc_rocm_bank_unimport(&m);
 	close(m.fd);
 	close(fd);

@@ -29,10 +29,13 @@ $(GPUTEST_FAKE_CUDA): tests/unit/gpu/fake_cuda.c lib/gpu/cuda_api.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I. -shared -o $@ $< $(LDFLAGS)
 
-$(TESTOUT)/unit/gpu_cuda: $(GPUTEST_OBJ)/test_cuda.o $(GPUTEST_LINK) | $(GPUTEST_FAKE_CUDA) \
+# With the CPU part of the CUDA benchmark (its bank's residency through the agent's slot choice).
+$(TESTOUT)/unit/gpu_cuda: $(GPUTEST_OBJ)/test_cuda.o $(GPUTEST_OBJ)/test_decode_slots.o \
+		$(OBJ)/tools/device-check/decode_slots.o $(GPUTEST_LINK) $(LIBOUT)/libmoeagent.a \
+		$(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a | $(GPUTEST_FAKE_CUDA) \
 		$(TESTOUT)/gpu/moecache-cuda-check
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JSONC_LIBS) -lm
 
 # Fake libhsakmt + libdrm_amdgpu in one library, executing SDMA packets on the host.
 GPUTEST_FAKE_ROCM := $(TESTOUT)/unit/libmoecache-fakerocm.so

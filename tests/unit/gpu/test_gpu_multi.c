@@ -121,7 +121,9 @@ struct bank {
 	const unsigned char *bytes;
 };
 
-static int bank_open(const struct vendor *v, uint32_t device, struct bank *b)
+/* A bank on device whose prefetches go in pieces of chunk bytes (0: the engine's). */
+static int bank_open_chunked(const struct vendor *v, uint32_t device, uint64_t chunk,
+			     struct bank *b)
 {
 	struct agent_backend_config cfg = {
 	    .pool = "multi",
@@ -131,6 +133,7 @@ static int bank_open(const struct vendor *v, uint32_t device, struct bank *b)
 	    .fixed_device = true,
 	    .expert_bytes = EXPERT_BYTES,
 	    .copy_threads = 2,
+	    .chunk_bytes = chunk,
 	};
 	void *p;
 	int ret;
@@ -146,6 +149,11 @@ static int bank_open(const struct vendor *v, uint32_t device, struct bank *b)
 	cr_assert_neq(p, MAP_FAILED);
 	b->bytes = p;
 	return 0;
+}
+
+static int bank_open(const struct vendor *v, uint32_t device, struct bank *b)
+{
+	return bank_open_chunked(v, device, 0, b);
 }
 
 static void bank_close(struct bank *b)
@@ -382,6 +390,92 @@ BOTH(lifetime_destroy_src_with_peer_copies_in_flight,
 	for (uint32_t s = 0; s < N_SLOTS; s++)
 		cr_expect(slot_holds(&dst, s, 4 + s), "slot %u", s);
 	bank_close(&dst);
+	cr_expect_not(v->leaked());
+}
+
+/* ---- prefetches in pieces, cancelled between two (the engine's cancel op) ---- */
+
+/* Collects one completion of b. */
+static struct agent_copy collect_one(struct bank *b)
+{
+	struct agent_copy done;
+
+	cr_assert(wait_readable(agent_backend_completion_fd(b->be), 10000), "no completion");
+	cr_assert_eq(agent_backend_completions(b->be, &done, 1), 1);
+	return done;
+}
+
+/* Bytes [from, EXPERT_BYTES) of slot are all zero: no piece wrote them. */
+static bool slot_zero_from(const struct bank *b, uint32_t slot, uint64_t from)
+{
+	const unsigned char *p = b->bytes + (uint64_t)slot * b->desc.slot_stride;
+
+	for (uint64_t i = from; i < EXPERT_BYTES; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+BOTH(basic_chunked_prefetch_lands_whole,
+     "a prefetch copied in pieces (a chunk that does not divide the expert) lands byte for byte "
+     "and completes once")
+{
+	struct agent_copy c = host_copy(2, 9), done;
+	struct bank b;
+
+	c.flags = MOECACHE_FILL_PREFETCH;
+	cr_assert_eq(bank_open_chunked(v, 0, EXPERT_BYTES / 3, &b), 0);
+	cr_assert_eq(agent_backend_copy(b.be, &c), 0);
+	done = collect_one(&b);
+	cr_expect_eq(done.status, 0);
+	cr_expect_eq(done.slot, 2);
+	cr_expect(slot_holds(&b, 2, 9));
+	cr_expect_eq(agent_backend_inflight(b.be), 0);
+	bank_close(&b);
+	cr_expect_not(v->leaked());
+}
+
+BOTH(basic_cancel_prefetch_between_pieces,
+     "a prefetch cancelled while its first piece runs finishes as -ECANCELED after that piece; "
+     "the pieces after it are never copied")
+{
+	struct agent_copy c = host_copy(1, 5), done;
+	struct bank b;
+
+	c.flags = MOECACHE_FILL_PREFETCH;
+	setenv(v->slow_env, "20000", 1);
+	cr_assert_eq(bank_open_chunked(v, 0, EXPERT_BYTES / 4, &b), 0);
+	cr_assert_eq(agent_backend_copy(b.be, &c), 0);
+	cr_expect_eq(agent_backend_cancel(b.be, 1), 0);
+	done = collect_one(&b);
+	cr_expect_eq(done.status, -ECANCELED);
+	cr_expect_eq(done.slot, 1);
+	/* The first piece may have landed, a second one at most if the cancel came late. */
+	cr_expect(slot_zero_from(&b, 1, EXPERT_BYTES / 2), "pieces copied after the cancel");
+	cr_expect_eq(agent_backend_inflight(b.be), 0);
+	cr_expect_eq(agent_backend_cancel(b.be, 1), -ENOENT, "cancelled and collected");
+	unsetenv(v->slow_env);
+	bank_close(&b);
+	cr_expect_not(v->leaked());
+}
+
+BOTH(bad_input_cancel_demand_copy,
+     "cancel finds no prefetch into a slot a demand copy fills, or into an idle slot: -ENOENT, "
+     "and the demand copy lands")
+{
+	struct agent_copy c = host_copy(3, 7), done;
+	struct bank b;
+
+	setenv(v->slow_env, "20000", 1);
+	cr_assert_eq(bank_open_chunked(v, 0, EXPERT_BYTES / 4, &b), 0);
+	cr_assert_eq(agent_backend_copy(b.be, &c), 0);
+	cr_expect_eq(agent_backend_cancel(b.be, 3), -ENOENT);
+	cr_expect_eq(agent_backend_cancel(b.be, 0), -ENOENT);
+	done = collect_one(&b);
+	cr_expect_eq(done.status, 0);
+	cr_expect(slot_holds(&b, 3, 7));
+	unsetenv(v->slow_env);
+	bank_close(&b);
 	cr_expect_not(v->leaked());
 }
 

@@ -51,6 +51,7 @@ struct rt {
 	uint64_t expert_bytes;
 	pid_t agent;
 	char why[512];
+	const char *skip; /* set by a test that cannot run here: reported as SKIP */
 	int passed, failed, n;
 };
 
@@ -614,6 +615,11 @@ static int test_basic_python_route_matches_map(struct rt *t)
 	FILE *f;
 	int rc;
 
+	/* Said by tools/debug-kernel/check, whose kernels cannot share /usr. */
+	if (getenv("MOECACHE_VM_NO_HOST_USR")) {
+		t->skip = "no host userland on this kernel (MOECACHE_VM_NO_HOST_USR)";
+		return 0;
+	}
 	RT_CHECK(t, access("/host/usr/bin/python3", X_OK) == 0,
 		 "no host userland at /host: boot the VM with MOECACHE_VM_HOST_USR=1");
 	snprintf(out, sizeof(out), "/tmp/%s.python.out", t->pool);
@@ -735,7 +741,10 @@ int main(int argc, char **argv)
 		if (!ret)
 			ret = rt->run(&t);
 		rt_pool_down(&t);
-		if (ret || t.why[0]) {
+		if (!ret && !t.why[0] && t.skip) {
+			printf("ok %d - %s # SKIP %s\n", t.n, rt->name, t.skip);
+			t.skip = NULL;
+		} else if (ret || t.why[0]) {
 			t.failed++;
 			printf("not ok %d - %s # %s\n    %s\n", t.n, rt->name, rt->description,
 			       t.why);

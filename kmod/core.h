@@ -175,7 +175,7 @@ struct moecache_pool {
 
 	struct page **pages;		/* host pages, order-0 after split */
 	unsigned long n_pages;
-	struct user_struct *memlock_user;	/* charged n_pages of locked_vm */
+	const struct cred *memlock_cred; /* its user charged n_pages of locked_vm */
 
 	void *region;			/* the map region, vmalloc_user */
 	size_t region_size;

@@ -149,7 +149,9 @@ static int pool_alloc_pages(struct moecache_pool *pool)
  * registered buffers, they count against the creator's RLIMIT_MEMLOCK in
  * its user's locked_vm, unless it has CAP_IPC_LOCK; the pool keeps the user
  * and gives the pages back to it when it is freed. The user, not the mm: a
- * pool outlives the process that created it.
+ * pool outlives the process that created it. The user is held through the
+ * creator's credentials, whose reference pins it: free_uid() is not
+ * exported by every 6.1 kernel (Debian's 6.1.0-50 lacks it), put_cred() is.
  */
 static int pool_charge_memlock(struct moecache_pool *pool)
 {
@@ -166,17 +168,17 @@ static int pool_charge_memlock(struct moecache_pool *pool)
 		    new > limit)
 			return -ENOMEM;
 	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, new));
-	pool->memlock_user = get_uid(user);
+	pool->memlock_cred = get_current_cred();
 	return 0;
 }
 
 static void pool_uncharge_memlock(struct moecache_pool *pool)
 {
-	if (!pool->memlock_user)
+	if (!pool->memlock_cred)
 		return;
-	atomic_long_sub(pool->n_pages, &pool->memlock_user->locked_vm);
-	free_uid(pool->memlock_user);
-	pool->memlock_user = NULL;
+	atomic_long_sub(pool->n_pages, &pool->memlock_cred->user->locked_vm);
+	put_cred(pool->memlock_cred);
+	pool->memlock_cred = NULL;
 }
 
 static void pool_free(struct moecache_pool *pool)

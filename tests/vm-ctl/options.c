@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * Documented settings shown to take effect, each by a test that fails if it
- * were ignored: max_event_listeners, and moecachectl's pool list --json,
+ * were ignored: max_event_listeners; moecachectl's pool list --json,
  * events --pool and --json, MOECACHE_DEVICE, and profile save --from-agent
- * with --agent-file and --timeout (against moecached itself).
+ * with --agent-file and --timeout (against moecached itself); and
+ * moecache-decode's --seed, --device and --no-keep-waiting.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,11 +215,11 @@ void cli_events_json(struct ct_ctx *ctx)
 
 void cli_device_env(struct ct_ctx *ctx)
 {
-	const char *node = ct_file(ctx, "moecache-node");
-	char name[MOECACHE_NAME_LEN];
+	char name[MOECACHE_NAME_LEN], node[256];
 	struct stat st;
 	struct ct_out o;
 
+	snprintf(node, sizeof(node), "%s", ct_file(ctx, "moecache-node"));
 	ct_pool(ctx, "dev", name);
 	ct_create(name, &small);
 	/* the device it names is the one opened: no node there, no load */
@@ -272,9 +274,7 @@ static pid_t agent_start(const struct ct_ctx *ctx, const char *pool, const char 
 
 void cli_profile_save_from_agent(struct ct_ctx *ctx)
 {
-	const char *agent_file = ct_file(ctx, "agent.profile.json");
-	const char *out = ct_file(ctx, "saved.json");
-	char name[MOECACHE_NAME_LEN], saved[4096];
+	char name[MOECACHE_NAME_LEN], saved[4096], agent_file[256], out[256];
 	struct moecache *client;
 	struct json_object *doc, *ranked;
 	struct ct_out o;
@@ -282,6 +282,9 @@ void cli_profile_save_from_agent(struct ct_ctx *ctx)
 	int status, i;
 	pid_t agent;
 
+	/* copies: ct_file's buffers are reused */
+	snprintf(agent_file, sizeof(agent_file), "%s", ct_file(ctx, "agent.profile.json"));
+	snprintf(out, sizeof(out), "%s", ct_file(ctx, "saved.json"));
 	ct_pool(ctx, "fa", name);
 	ct_create(name, &small);
 	ct_ctl(ctx, &o, false, "load", name, "--synthetic", "--quiet", NULL);
@@ -371,4 +374,157 @@ void cli_profile_save_timeout(struct ct_ctx *ctx)
 	/* half a second, not the default 10 */
 	if (took > 5000)
 		CT_FAIL("--timeout 0.5 gave up after %llu ms", (unsigned long long)took);
+}
+
+/* ---- moecache-decode ---- */
+
+/* The decode tests' expert shape. */
+#define DECODE_SHAPE "--d-model", "32", "--d-ff", "32", "--dtype", "f32"
+
+/* Three layers of top-2 routing over 8 experts, 4 tokens. */
+static const char decode_trace[] = "{\"tok\": 0, \"layers\": [[0, 1], [2, 3], [4, 5]]}\n"
+				   "{\"tok\": 1, \"layers\": [[1, 6], [3, 7], [5, 0]]}\n"
+				   "{\"tok\": 2, \"layers\": [[2, 0], [4, 1], [6, 2]]}\n"
+				   "{\"tok\": 3, \"layers\": [[3, 1], [5, 3], [7, 4]]}\n";
+
+/* Runs moecache-decode with args (NULL-terminated), its output in o. */
+static void run_decode(const struct ct_ctx *ctx, struct ct_out *o, const char *arg0, ...)
+{
+	const char *argv[32] = {"moecache-decode", arg0};
+	int n = 2, status, fd_out, fd_err;
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, arg0);
+	while (n < 31 && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	fd_out = open(ct_file(ctx, "decode.out"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd_err = open(ct_file(ctx, "decode.err"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CT_ASSERT(fd_out >= 0 && fd_err >= 0);
+	fflush(NULL);
+	pid = fork();
+	CT_ASSERT(pid >= 0);
+	if (pid == 0) {
+		dup2(fd_out, STDOUT_FILENO);
+		dup2(fd_err, STDERR_FILENO);
+		execvp("moecache-decode", (char **)argv);
+		_exit(127);
+	}
+	CT_EQ(waitpid(pid, &status, 0), pid);
+	o->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	close(fd_out);
+	close(fd_err);
+	snprintf(o->out, sizeof(o->out), "%s", slurp(ct_file(ctx, "decode.out")));
+	snprintf(o->err, sizeof(o->err), "%s", slurp(ct_file(ctx, "decode.err")));
+}
+
+/* A pool of the decode trace's geometry with experts of DECODE_SHAPE's size. */
+static void decode_pool(const struct ct_ctx *ctx, const char *name)
+{
+	struct ct_geom g = {.n_layers = 3, .n_experts = 8, .n_slots = 4};
+	struct ct_out o;
+
+	run_decode(ctx, &o, "--print-expert-bytes", DECODE_SHAPE, NULL);
+	CT_EQ(o.status, 0);
+	g.expert_bytes = strtoull(o.out, NULL, 10);
+	CT_ASSERT(g.expert_bytes > 0);
+	ct_create(name, &g);
+}
+
+/* Writes the decode trace into the test's folder; its path in path. */
+static void decode_trace_file(const struct ct_ctx *ctx, char *path, size_t len)
+{
+	FILE *f;
+
+	snprintf(path, len, "%s", ct_file(ctx, "trace.jsonl"));
+	f = fopen(path, "w");
+	CT_ASSERT(f && fputs(decode_trace, f) >= 0 && fclose(f) == 0);
+}
+
+void decode_seed(struct ct_ctx *ctx)
+{
+	char name[MOECACHE_NAME_LEN], trace[256], profile[256];
+	struct ct_out o;
+	int status;
+	pid_t agent;
+
+	ct_pool(ctx, "seed", name);
+	decode_pool(ctx, name);
+	decode_trace_file(ctx, trace, sizeof(trace));
+	snprintf(profile, sizeof(profile), "%s", ct_file(ctx, "profile.json"));
+	run_decode(ctx, &o, "--pool", name, "--fill", DECODE_SHAPE, "--seed", "7", NULL);
+	if (o.status)
+		CT_FAIL("--fill --seed 7: %s", o.err);
+	agent = agent_start(ctx, name, profile);
+	/* the weights of seed 7, checked against seed 7's generator */
+	run_decode(ctx, &o, "--pool", name, "--trace", trace, DECODE_SHAPE, "--seed", "7",
+		   "--timeout-ms", "20000", NULL);
+	if (o.status || !strstr(o.out, "verified=ok"))
+		CT_FAIL("--seed 7 over seed 7's weights (%d): %s%s", o.status, o.out, o.err);
+	/* the default seed's generator does not give them */
+	run_decode(ctx, &o, "--pool", name, "--trace", trace, DECODE_SHAPE, "--timeout-ms", "20000",
+		   NULL);
+	kill(agent, SIGTERM);
+	CT_EQ(waitpid(agent, &status, 0), agent);
+	CT_ASSERT(o.status != 0);
+	CT_CONTAINS(o.out, "verified=FAILED");
+	CT_CONTAINS(o.err, "do not hold the generated weights");
+}
+
+void decode_device(struct ct_ctx *ctx)
+{
+	char name[MOECACHE_NAME_LEN], node[256];
+	struct stat st;
+	struct ct_out o;
+
+	snprintf(node, sizeof(node), "%s", ct_file(ctx, "moecache-node"));
+	ct_pool(ctx, "dev", name);
+	decode_pool(ctx, name);
+	/* the node it names is the one opened: no node there, no fill */
+	run_decode(ctx, &o, "--pool", name, "--fill", DECODE_SHAPE, "--device",
+		   "/nonexistent/moecache", NULL);
+	CT_ASSERT(o.status != 0);
+	CT_CONTAINS(o.err, "No such file or directory");
+	CT_EQ(ct_pool_flags(name) & MOECACHE_POOL_LOADED, 0);
+	/* a node of the driver elsewhere serves as well */
+	CT_OK(stat("/dev/moecache", &st) ? -errno : 0);
+	CT_OK(mknod(node, S_IFCHR | 0600, st.st_rdev) ? -errno : 0);
+	run_decode(ctx, &o, "--pool", name, "--fill", DECODE_SHAPE, "--device", node, NULL);
+	if (o.status)
+		CT_FAIL("--fill --device %s: %s", node, o.err);
+	CT_ASSERT(ct_pool_flags(name) & MOECACHE_POOL_LOADED);
+}
+
+void decode_no_keep_waiting(struct ct_ctx *ctx)
+{
+	char name[MOECACHE_NAME_LEN], trace[256], profile[256];
+	int status;
+	pid_t agent;
+	uint64_t start, took;
+	struct ct_out o;
+
+	ct_pool(ctx, "nk", name);
+	decode_pool(ctx, name);
+	decode_trace_file(ctx, trace, sizeof(trace));
+	run_decode(ctx, &o, "--pool", name, "--fill", DECODE_SHAPE, NULL);
+	CT_EQ(o.status, 0);
+	/* an agent sets the bank and stops: the driver keeps the bank, empty */
+	snprintf(profile, sizeof(profile), "%s", ct_file(ctx, "profile.json"));
+	agent = agent_start(ctx, name, profile);
+	kill(agent, SIGTERM);
+	CT_EQ(waitpid(agent, &status, 0), agent);
+	CT_EQ(ct_pool_flags(name) & (MOECACHE_POOL_AGENT | MOECACHE_POOL_BANK), MOECACHE_POOL_BANK);
+	/* no agent: the first miss fails at once instead of waiting 20 s for one */
+	start = ct_now_ms();
+	run_decode(ctx, &o, "--pool", name, "--trace", trace, DECODE_SHAPE, "--no-keep-waiting",
+		   "--timeout-ms", "20000", NULL);
+	took = ct_now_ms() - start;
+	CT_ASSERT(o.status != 0);
+	/* the driver's EPIPE for a miss no agent will serve */
+	CT_CONTAINS(o.err, "Broken pipe");
+	if (took > 10000)
+		CT_FAIL("--no-keep-waiting without an agent took %llu ms: %s",
+			(unsigned long long)took, o.err);
 }

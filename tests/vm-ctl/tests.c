@@ -303,6 +303,17 @@ const struct ct_test ct_tests[] = {
     {.name = "bad_input_cli_profile_save_timeout",
      .description = "profile save --from-agent --timeout 0.5 gives up on a mute agent in time",
      .run = cli_profile_save_timeout},
+    {.name = "basic_decode_seed",
+     .description = "moecache-decode --seed N fills and checks seed N's weights; another "
+		    "seed's do not verify",
+     .run = decode_seed,
+     .timeout_s = 120},
+    {.name = "basic_decode_device",
+     .description = "moecache-decode --device PATH opens that node",
+     .run = decode_device},
+    {.name = "bad_input_decode_no_keep_waiting",
+     .description = "moecache-decode --no-keep-waiting fails at once when no agent is attached",
+     .run = decode_no_keep_waiting},
 };
 
 const size_t ct_n_tests = sizeof(ct_tests) / sizeof(ct_tests[0]);

@@ -102,5 +102,8 @@ void cli_events_json(struct ct_ctx *ctx);
 void cli_device_env(struct ct_ctx *ctx);
 void cli_profile_save_from_agent(struct ct_ctx *ctx);
 void cli_profile_save_timeout(struct ct_ctx *ctx);
+void decode_seed(struct ct_ctx *ctx);
+void decode_device(struct ct_ctx *ctx);
+void decode_no_keep_waiting(struct ct_ctx *ctx);
 
 #endif /* MOECACHE_CTLTEST_TESTS_H */

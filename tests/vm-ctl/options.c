@@ -9,12 +9,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +50,15 @@ static const char *str_of(struct json_object *o, const char *key)
 	const char *s = json_object_get_string(json_object_object_get(o, key));
 
 	return s ? s : "";
+}
+
+/* A device node at path for the driver /dev/moecache is. */
+static void node_copy(const char *path)
+{
+	struct stat st;
+
+	CT_OK(stat("/dev/moecache", &st) ? -errno : 0);
+	CT_OK(mknod(path, S_IFCHR | 0600, st.st_rdev) ? -errno : 0);
 }
 
 /* ---- module parameters ---- */
@@ -216,7 +223,6 @@ void cli_events_json(struct ct_ctx *ctx)
 void cli_device_env(struct ct_ctx *ctx)
 {
 	char name[MOECACHE_NAME_LEN], node[256];
-	struct stat st;
 	struct ct_out o;
 
 	snprintf(node, sizeof(node), "%s", ct_file(ctx, "moecache-node"));
@@ -229,8 +235,7 @@ void cli_device_env(struct ct_ctx *ctx)
 	CT_CONTAINS(o.err, "/nonexistent/moecache: No such file or directory");
 	CT_EQ(ct_pool_flags(name) & MOECACHE_POOL_LOADED, 0);
 	/* a node of the driver elsewhere serves as well */
-	CT_OK(stat("/dev/moecache", &st) ? -errno : 0);
-	CT_OK(mknod(node, S_IFCHR | 0600, st.st_rdev) ? -errno : 0);
+	node_copy(node);
 	setenv("MOECACHE_DEVICE", node, 1);
 	ct_ctl(ctx, &o, false, "load", name, "--synthetic", "--quiet", NULL);
 	if (o.status)
@@ -337,10 +342,8 @@ static void mute_agent(const char *pool, int done)
 void cli_profile_save_timeout(struct ct_ctx *ctx)
 {
 	char name[MOECACHE_NAME_LEN];
-	struct ctl_pool p;
-	struct ctl_nl nl;
 	struct ct_out o;
-	uint64_t until, start, took;
+	uint64_t start, took;
 	int pipefd[2];
 	pid_t pid;
 
@@ -354,15 +357,7 @@ void cli_profile_save_timeout(struct ct_ctx *ctx)
 	}
 	CT_ASSERT(pid > 0);
 	close(pipefd[0]);
-	until = ct_now_ms() + 10000;
-	ct_nl_open(&nl);
-	do {
-		if (ct_now_ms() > until)
-			CT_FAIL("the agent did not attach");
-		ct_sleep_ms(5);
-		CT_OK(ctl_nl_pool_info(&nl, name, &p));
-	} while (p.agent_pid != (uint32_t)pid);
-	ctl_nl_close(&nl);
+	ct_wait_agent(name, pid);
 	start = ct_now_ms();
 	ct_ctl(ctx, &o, false, "profile", "save", name, ct_file(ctx, "never.json"), "--from-agent",
 	       "--timeout", "0.5", NULL);
@@ -387,46 +382,13 @@ static const char decode_trace[] = "{\"tok\": 0, \"layers\": [[0, 1], [2, 3], [4
 				   "{\"tok\": 2, \"layers\": [[2, 0], [4, 1], [6, 2]]}\n"
 				   "{\"tok\": 3, \"layers\": [[3, 1], [5, 3], [7, 4]]}\n";
 
-/* Runs moecache-decode with args (NULL-terminated), its output in o. */
-static void run_decode(const struct ct_ctx *ctx, struct ct_out *o, const char *arg0, ...)
-{
-	const char *argv[32] = {"moecache-decode", arg0};
-	int n = 2, status, fd_out, fd_err;
-	va_list ap;
-	pid_t pid;
-
-	va_start(ap, arg0);
-	while (n < 31 && (argv[n] = va_arg(ap, const char *)))
-		n++;
-	va_end(ap);
-	argv[n] = NULL;
-	fd_out = open(ct_file(ctx, "decode.out"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	fd_err = open(ct_file(ctx, "decode.err"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	CT_ASSERT(fd_out >= 0 && fd_err >= 0);
-	fflush(NULL);
-	pid = fork();
-	CT_ASSERT(pid >= 0);
-	if (pid == 0) {
-		dup2(fd_out, STDOUT_FILENO);
-		dup2(fd_err, STDERR_FILENO);
-		execvp("moecache-decode", (char **)argv);
-		_exit(127);
-	}
-	CT_EQ(waitpid(pid, &status, 0), pid);
-	o->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	close(fd_out);
-	close(fd_err);
-	snprintf(o->out, sizeof(o->out), "%s", slurp(ct_file(ctx, "decode.out")));
-	snprintf(o->err, sizeof(o->err), "%s", slurp(ct_file(ctx, "decode.err")));
-}
-
 /* A pool of the decode trace's geometry with experts of DECODE_SHAPE's size. */
 static void decode_pool(const struct ct_ctx *ctx, const char *name)
 {
 	struct ct_geom g = {.n_layers = 3, .n_experts = 8, .n_slots = 4};
 	struct ct_out o;
 
-	run_decode(ctx, &o, "--print-expert-bytes", DECODE_SHAPE, NULL);
+	ct_exec(ctx, &o, "moecache-decode", "--print-expert-bytes", DECODE_SHAPE, NULL);
 	CT_EQ(o.status, 0);
 	g.expert_bytes = strtoull(o.out, NULL, 10);
 	CT_ASSERT(g.expert_bytes > 0);
@@ -454,18 +416,19 @@ void decode_seed(struct ct_ctx *ctx)
 	decode_pool(ctx, name);
 	decode_trace_file(ctx, trace, sizeof(trace));
 	snprintf(profile, sizeof(profile), "%s", ct_file(ctx, "profile.json"));
-	run_decode(ctx, &o, "--pool", name, "--fill", DECODE_SHAPE, "--seed", "7", NULL);
+	ct_exec(ctx, &o, "moecache-decode", "--pool", name, "--fill", DECODE_SHAPE, "--seed", "7",
+		NULL);
 	if (o.status)
 		CT_FAIL("--fill --seed 7: %s", o.err);
 	agent = agent_start(ctx, name, profile);
 	/* the weights of seed 7, checked against seed 7's generator */
-	run_decode(ctx, &o, "--pool", name, "--trace", trace, DECODE_SHAPE, "--seed", "7",
-		   "--timeout-ms", "20000", NULL);
+	ct_exec(ctx, &o, "moecache-decode", "--pool", name, "--trace", trace, DECODE_SHAPE,
+		"--seed", "7", "--timeout-ms", "20000", NULL);
 	if (o.status || !strstr(o.out, "verified=ok"))
 		CT_FAIL("--seed 7 over seed 7's weights (%d): %s%s", o.status, o.out, o.err);
 	/* the default seed's generator does not give them */
-	run_decode(ctx, &o, "--pool", name, "--trace", trace, DECODE_SHAPE, "--timeout-ms", "20000",
-		   NULL);
+	ct_exec(ctx, &o, "moecache-decode", "--pool", name, "--trace", trace, DECODE_SHAPE,
+		"--timeout-ms", "20000", NULL);
 	kill(agent, SIGTERM);
 	CT_EQ(waitpid(agent, &status, 0), agent);
 	CT_ASSERT(o.status != 0);
@@ -476,22 +439,21 @@ void decode_seed(struct ct_ctx *ctx)
 void decode_device(struct ct_ctx *ctx)
 {
 	char name[MOECACHE_NAME_LEN], node[256];
-	struct stat st;
 	struct ct_out o;
 
 	snprintf(node, sizeof(node), "%s", ct_file(ctx, "moecache-node"));
 	ct_pool(ctx, "dev", name);
 	decode_pool(ctx, name);
 	/* the node it names is the one opened: no node there, no fill */
-	run_decode(ctx, &o, "--pool", name, "--fill", DECODE_SHAPE, "--device",
-		   "/nonexistent/moecache", NULL);
+	ct_exec(ctx, &o, "moecache-decode", "--pool", name, "--fill", DECODE_SHAPE, "--device",
+		"/nonexistent/moecache", NULL);
 	CT_ASSERT(o.status != 0);
 	CT_CONTAINS(o.err, "No such file or directory");
 	CT_EQ(ct_pool_flags(name) & MOECACHE_POOL_LOADED, 0);
 	/* a node of the driver elsewhere serves as well */
-	CT_OK(stat("/dev/moecache", &st) ? -errno : 0);
-	CT_OK(mknod(node, S_IFCHR | 0600, st.st_rdev) ? -errno : 0);
-	run_decode(ctx, &o, "--pool", name, "--fill", DECODE_SHAPE, "--device", node, NULL);
+	node_copy(node);
+	ct_exec(ctx, &o, "moecache-decode", "--pool", name, "--fill", DECODE_SHAPE, "--device",
+		node, NULL);
 	if (o.status)
 		CT_FAIL("--fill --device %s: %s", node, o.err);
 	CT_ASSERT(ct_pool_flags(name) & MOECACHE_POOL_LOADED);
@@ -508,7 +470,7 @@ void decode_no_keep_waiting(struct ct_ctx *ctx)
 	ct_pool(ctx, "nk", name);
 	decode_pool(ctx, name);
 	decode_trace_file(ctx, trace, sizeof(trace));
-	run_decode(ctx, &o, "--pool", name, "--fill", DECODE_SHAPE, NULL);
+	ct_exec(ctx, &o, "moecache-decode", "--pool", name, "--fill", DECODE_SHAPE, NULL);
 	CT_EQ(o.status, 0);
 	/* an agent sets the bank and stops: the driver keeps the bank, empty */
 	snprintf(profile, sizeof(profile), "%s", ct_file(ctx, "profile.json"));
@@ -518,8 +480,8 @@ void decode_no_keep_waiting(struct ct_ctx *ctx)
 	CT_EQ(ct_pool_flags(name) & (MOECACHE_POOL_AGENT | MOECACHE_POOL_BANK), MOECACHE_POOL_BANK);
 	/* no agent: the first miss fails at once instead of waiting 20 s for one */
 	start = ct_now_ms();
-	run_decode(ctx, &o, "--pool", name, "--trace", trace, DECODE_SHAPE, "--no-keep-waiting",
-		   "--timeout-ms", "20000", NULL);
+	ct_exec(ctx, &o, "moecache-decode", "--pool", name, "--trace", trace, DECODE_SHAPE,
+		"--no-keep-waiting", "--timeout-ms", "20000", NULL);
 	took = ct_now_ms() - start;
 	CT_ASSERT(o.status != 0);
 	/* the driver's EPIPE for a miss no agent will serve */

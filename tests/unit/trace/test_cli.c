@@ -25,16 +25,21 @@ struct run {
 
 static char trace_path[64];
 
-static void write_trace(void)
+/* Writes text to a new temporary file; its name in path (at least 40 bytes). */
+static void write_temp(char *path, const char *text)
 {
 	int fd;
 
-	strcpy(trace_path, "/tmp/moecache-trace-cli-XXXXXX");
-	fd = mkstemp(trace_path);
+	strcpy(path, "/tmp/moecache-trace-cli-XXXXXX");
+	fd = mkstemp(path);
 	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, small_trace, sizeof(small_trace) - 1),
-		     (ssize_t)(sizeof(small_trace) - 1));
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
 	close(fd);
+}
+
+static void write_trace(void)
+{
+	write_temp(trace_path, small_trace);
 }
 
 static void remove_trace(void)
@@ -387,18 +392,6 @@ Test(cli, basic_sim_placement_static_takes_effect,
 	cr_expect_not_null(strstr(r.out, "\"placement\":\"static\""), "%s", r.out);
 	cr_expect_eq(tier_drops(d.out, 1), 0, "%s", d.out);
 	cr_expect_gt(tier_drops(r.out, 1), 0, "%s", r.out);
-}
-
-/* Writes text to a new temporary file; its name in path (at least 40 bytes). */
-static void write_temp(char *path, const char *text)
-{
-	int fd;
-
-	strcpy(path, "/tmp/moecache-trace-cli-XXXXXX");
-	fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
 }
 
 Test(cli, basic_profile_writes_out,

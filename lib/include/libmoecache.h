@@ -220,7 +220,11 @@ int moecache_stats_bank(struct moecache *mc, uint32_t bank, struct moecache_stat
  * set none; -EOPNOTSUPP for a backend this build cannot import.
  */
 int moecache_bank_import(struct moecache *mc, struct moecache_bank_map *out);
-/* The agent's import after a restart: the same, mapped read-write. */
+/*
+ * The same, mapped read-write (an agent's handle): for a program that writes
+ * the bank from the host. moecached does not use it: after a restart it
+ * adopts the bank with moecache_bank_get() and its backend's own import.
+ */
 int moecache_bank_import_rw(struct moecache *mc, struct moecache_bank_map *out);
 void moecache_bank_unimport(struct moecache_bank_map *b);
 /*

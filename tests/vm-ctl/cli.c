@@ -439,10 +439,7 @@ static void hup_agent(const char *pool)
 void cli_policy_set_signals_agent(struct ct_ctx *ctx)
 {
 	char name[MOECACHE_NAME_LEN], path[256];
-	struct ctl_pool p;
-	struct ctl_nl nl;
 	struct ct_out o;
-	uint64_t until;
 	int status;
 	pid_t pid;
 
@@ -454,15 +451,7 @@ void cli_policy_set_signals_agent(struct ct_ctx *ctx)
 	if (pid == 0)
 		hup_agent(name);
 	CT_ASSERT(pid > 0);
-	until = ct_now_ms() + 10000;
-	ct_nl_open(&nl);
-	do {
-		if (ct_now_ms() > until)
-			CT_FAIL("the agent did not attach");
-		ct_sleep_ms(5);
-		CT_OK(ctl_nl_pool_info(&nl, name, &p));
-	} while (p.agent_pid != (uint32_t)pid);
-	ctl_nl_close(&nl);
+	ct_wait_agent(name, pid);
 	ct_ctl(ctx, &o, false, "policy", "set", name, "lru", NULL);
 	if (o.status)
 		CT_FAIL("policy set: %s", o.err);

@@ -222,19 +222,14 @@ static void read_all(int fd, char *buf, size_t len)
 	buf[got] = '\0';
 }
 
-void ct_ctl(const struct ct_ctx *ctx, struct ct_out *o, bool unprivileged, const char *arg0, ...)
+/* Runs prog with argv (prog's name first), its output in o. */
+static void run_tool(const struct ct_ctx *ctx, struct ct_out *o, bool unprivileged,
+		     const char *prog, const char **argv)
 {
-	const char *argv[32] = {"moecachectl", arg0};
 	char out_path[96], err_path[96], rundir[96];
-	int n = 2, status, fd_out, fd_err;
-	va_list ap;
+	int status, fd_out, fd_err;
 	pid_t pid;
 
-	va_start(ap, arg0);
-	while (n < 31 && (argv[n] = va_arg(ap, const char *)))
-		n++;
-	va_end(ap);
-	argv[n] = NULL;
 	snprintf(out_path, sizeof(out_path), "%s/.stdout", ctx->dir);
 	snprintf(err_path, sizeof(err_path), "%s/.stderr", ctx->dir);
 	snprintf(rundir, sizeof(rundir), "%s/run", ctx->dir);
@@ -252,8 +247,8 @@ void ct_ctl(const struct ct_ctx *ctx, struct ct_out *o, bool unprivileged, const
 		setenv("MOECACHE_RUNDIR", rundir, 1);
 		if (unprivileged)
 			drop_privileges();
-		execvp("moecachectl", (char **)argv);
-		fprintf(stderr, "exec moecachectl: %s\n", strerror(errno));
+		execvp(prog, (char **)argv);
+		fprintf(stderr, "exec %s: %s\n", prog, strerror(errno));
 		_exit(127);
 	}
 	if (waitpid(pid, &status, 0) < 0)
@@ -265,6 +260,56 @@ void ct_ctl(const struct ct_ctx *ctx, struct ct_out *o, bool unprivileged, const
 	read_all(fd_err, o->err, sizeof(o->err));
 	close(fd_out);
 	close(fd_err);
+}
+
+/* argv[0] = prog, then arg0 and the rest of ap up to NULL. */
+static void collect_args(const char *argv[32], const char *prog, const char *arg0, va_list ap)
+{
+	int n = 2;
+
+	argv[0] = prog;
+	argv[1] = arg0;
+	while (arg0 && n < 31 && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	argv[n] = NULL;
+}
+
+void ct_ctl(const struct ct_ctx *ctx, struct ct_out *o, bool unprivileged, const char *arg0, ...)
+{
+	const char *argv[32];
+	va_list ap;
+
+	va_start(ap, arg0);
+	collect_args(argv, "moecachectl", arg0, ap);
+	va_end(ap);
+	run_tool(ctx, o, unprivileged, "moecachectl", argv);
+}
+
+void ct_exec(const struct ct_ctx *ctx, struct ct_out *o, const char *prog, const char *arg0, ...)
+{
+	const char *argv[32];
+	va_list ap;
+
+	va_start(ap, arg0);
+	collect_args(argv, prog, arg0, ap);
+	va_end(ap);
+	run_tool(ctx, o, false, prog, argv);
+}
+
+void ct_wait_agent(const char *name, pid_t pid)
+{
+	uint64_t until = ct_now_ms() + 10000;
+	struct ctl_pool p;
+	struct ctl_nl nl;
+
+	ct_nl_open(&nl);
+	do {
+		if (ct_now_ms() > until)
+			CT_FAIL("the agent did not attach");
+		ct_sleep_ms(5);
+		CT_OK(ctl_nl_pool_info(&nl, name, &p));
+	} while (p.agent_pid != (uint32_t)pid);
+	ctl_nl_close(&nl);
 }
 
 unsigned int ct_set_param(const char *name, unsigned int value)

@@ -126,6 +126,12 @@ struct ct_out {
 void ct_ctl(const struct ct_ctx *ctx, struct ct_out *o, bool unprivileged, const char *arg0, ...)
     __attribute__((sentinel));
 
+/* Runs prog (from PATH) with args as root, as ct_ctl runs moecachectl. */
+void ct_exec(const struct ct_ctx *ctx, struct ct_out *o, const char *prog, const char *arg0, ...)
+    __attribute__((sentinel));
+/* Waits until process pid is the agent of pool name (10 s at most). */
+void ct_wait_agent(const char *name, pid_t pid);
+
 /*
  * Runs fn(arg) in a child that became uid/gid CT_NOBODY with no
  * capabilities; returns what fn returned (0..255), or -1 if it crashed.

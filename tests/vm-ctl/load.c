@@ -459,19 +459,20 @@ static int loop_attach(const char *path, char *dev, size_t len)
 	return fd;
 }
 
-void load_direct_block_device(struct ct_ctx *ctx)
+/*
+ * A checkpoint of moe_geom's 2 x 4 experts on a loop device, every tensor
+ * 4096 bytes at a multiple of 4096 (O_DIRECT can read it): its fd, the
+ * device's name in dev.
+ */
+static int aligned_device(const struct ct_ctx *ctx, char *dev, size_t len)
 {
 	static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"};
 	const char *path = ct_file(ctx, "aligned.safetensors");
 	uint64_t gate[2] = {FFN, HIDDEN}, down[2] = {HIDDEN, FFN};
-	char name[MOECACHE_NAME_LEN], tensor[96], dev[32];
-	struct host_view v;
 	struct gen_st st;
-	struct ct_out o;
+	char tensor[96];
 	uint32_t l, e, p;
-	int loop;
 
-	/* every tensor 4096 bytes at a multiple of 4096 in the file */
 	gen_st_init(&st);
 	for (l = 0; l < 2; l++)
 		for (e = 0; e < 4; e++)
@@ -482,20 +483,105 @@ void load_direct_block_device(struct ct_ctx *ctx)
 			}
 	CT_OK(gen_st_write(&st, path, 4096));
 	gen_st_free(&st);
-	loop = loop_attach(path, dev, sizeof(dev));
+	return loop_attach(path, dev, len);
+}
 
-	ct_pool(ctx, "dio", name);
+/* Loads the aligned checkpoint from a loop device with extra (NULL-ended) arguments. */
+static void load_device(struct ct_ctx *ctx, const char *name, struct ct_out *o, const char *extra)
+{
+	char dev[32];
+	int loop = aligned_device(ctx, dev, sizeof(dev));
+
 	ct_create(name, &moe_geom);
-	ct_ctl(ctx, &o, false, "load", name, "--safetensors", dev, NULL);
+	ct_ctl(ctx, o, false, "load", name, "--safetensors", dev, extra, NULL);
 	ioctl(loop, LOOP_CLR_FD, 0);
 	close(loop);
-	if (o.status)
-		CT_FAIL("load failed (%d): %s", o.status, o.err);
-	/* straight into the pinned host pages */
-	CT_CONTAINS(o.out, "100% O_DIRECT");
+	if (o->status)
+		CT_FAIL("load failed (%d): %s", o->status, o->err);
+}
+
+static void check_all_records(const char *name)
+{
+	struct host_view v;
+	uint32_t l, e;
+
 	host_open(name, &v);
 	for (l = 0; l < 2; l++)
 		for (e = 0; e < 4; e++)
 			check_st_record(host_record(&v, l, e), v.expert_bytes, l, e);
 	moecache_close(v.mc);
+}
+
+void load_direct_block_device(struct ct_ctx *ctx)
+{
+	char name[MOECACHE_NAME_LEN];
+	struct ct_out o;
+
+	ct_pool(ctx, "dio", name);
+	load_device(ctx, name, &o, NULL);
+	/* straight into the pinned host pages */
+	CT_CONTAINS(o.out, "100% O_DIRECT");
+	check_all_records(name);
+}
+
+void load_no_direct(struct ct_ctx *ctx)
+{
+	char name[MOECACHE_NAME_LEN];
+	struct ct_out o;
+
+	/* the device that is read with O_DIRECT without the option */
+	ct_pool(ctx, "nodio", name);
+	load_device(ctx, name, &o, "--no-direct");
+	CT_CONTAINS(o.out, " 0% O_DIRECT");
+	check_all_records(name);
+}
+
+void load_model_layers(struct ct_ctx *ctx)
+{
+	const char *path = ct_file(ctx, "model.safetensors");
+	char name[MOECACHE_NAME_LEN];
+	struct host_view v;
+	struct gen_st st;
+	struct ct_out o;
+	uint32_t l, e;
+
+	/* model layers 0, 1 and 2 have experts; the pool has 2 layers: 1 and 2 */
+	gen_st_init(&st);
+	gen_st_moe(&st, 0, 3, 4, HIDDEN, FFN);
+	CT_OK(gen_st_write(&st, path, 0));
+	gen_st_free(&st);
+	ct_pool(ctx, "ml", name);
+	ct_create(name, &moe_geom);
+	ct_ctl(ctx, &o, false, "load", name, "--safetensors", path, "--model-layers", "1:3", NULL);
+	if (o.status)
+		CT_FAIL("load failed (%d): %s", o.status, o.err);
+	check_loaded(name, true);
+	host_open(name, &v);
+	for (l = 0; l < 2; l++)
+		for (e = 0; e < 4; e++)
+			check_st_record(host_record(&v, l, e), v.expert_bytes, l + 1, e);
+	moecache_close(v.mc);
+}
+
+void load_table_file(struct ct_ctx *ctx)
+{
+	const char *table = ct_file(ctx, "elsewhere.tensors.json");
+	char name[MOECACHE_NAME_LEN], fallback[256];
+	struct json_object *t;
+	struct ct_out o;
+
+	ct_pool(ctx, "tab", name);
+	ct_create(name, &moe_geom);
+	ct_ctl(ctx, &o, false, "load", name, "--synthetic", "--table", table, NULL);
+	if (o.status)
+		CT_FAIL("load failed (%d): %s", o.status, o.err);
+	t = json_object_from_file(table);
+	CT_ASSERT(t);
+	CT_ASSERT(!strcmp(json_object_get_string(json_object_object_get(t, "pool")), name));
+	CT_EQ(json_object_get_int64(json_object_object_get(t, "expert_bytes")), 16384);
+	json_object_put(t);
+	/* the table goes there instead of $MOECACHE_RUNDIR, and the output says where */
+	snprintf(fallback, sizeof(fallback), "%s/run/%s.tensors.json", ctx->dir, name);
+	CT_ASSERT(access(fallback, F_OK) != 0);
+	CT_CONTAINS(o.out, table);
 }

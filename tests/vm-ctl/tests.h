@@ -74,6 +74,9 @@ void load_wrong_geometry(struct ct_ctx *ctx);
 void load_record_too_small(struct ct_ctx *ctx);
 void load_failure_after_begin(struct ct_ctx *ctx);
 void load_killed(struct ct_ctx *ctx);
+void load_no_direct(struct ct_ctx *ctx);
+void load_model_layers(struct ct_ctx *ctx);
+void load_table_file(struct ct_ctx *ctx);
 void cli_exit_codes(struct ct_ctx *ctx);
 void cli_help(struct ct_ctx *ctx);
 void cli_pool_lifecycle(struct ct_ctx *ctx);
@@ -91,5 +94,16 @@ void cli_policy_set_signals_agent(struct ct_ctx *ctx);
 void cli_policy_unknown_pool(struct ct_ctx *ctx);
 void cli_policy_names(struct ct_ctx *ctx);
 void bench_short_run(struct ct_ctx *ctx);
+/* options.c: documented settings that must take effect */
+void nl_events_global_listener_limit(struct ct_ctx *ctx);
+void cli_pool_list_json(struct ct_ctx *ctx);
+void cli_events_pool_filter(struct ct_ctx *ctx);
+void cli_events_json(struct ct_ctx *ctx);
+void cli_device_env(struct ct_ctx *ctx);
+void cli_profile_save_from_agent(struct ct_ctx *ctx);
+void cli_profile_save_timeout(struct ct_ctx *ctx);
+void decode_seed(struct ct_ctx *ctx);
+void decode_device(struct ct_ctx *ctx);
+void decode_no_keep_waiting(struct ct_ctx *ctx);
 
 #endif /* MOECACHE_CTLTEST_TESTS_H */

@@ -56,14 +56,21 @@ $(INSTALL_OUT)/dkms.conf: tools/install/dkms.conf tools/install/build.mk
 
 $(INSTALL_OUT)/%.service: tools/systemd/%.service tools/install/build.mk
 	@mkdir -p $(dir $@)
-	sed 's|@SBINDIR@|$(SBINDIR)|g' $< > $@
+	sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' $< > $@
+
+# The script with the folders it reads and runs (its own two lines for them).
+$(INSTALL_OUT)/moecache-pools: tools/systemd/moecache-pools tools/install/build.mk
+	@mkdir -p $(dir $@)
+	sed -e 's|^sysconfdir=.*|sysconfdir=$(SYSCONFDIR)|' -e 's|^sbindir=.*|sbindir=$(SBINDIR)|' \
+		$< > $@
+	grep -qx 'sysconfdir=$(SYSCONFDIR)' $@ && grep -qx 'sbindir=$(SBINDIR)' $@
 
 # The paths above depend on the command line: rewrite them every time.
 .PHONY: install-files
 install-files:
-	@rm -f $(INSTALL_OUT)/libmoecache.pc $(INSTALL_OUT)/*.service
+	@rm -f $(INSTALL_OUT)/libmoecache.pc $(INSTALL_OUT)/*.service $(INSTALL_OUT)/moecache-pools
 	+@$(MAKE) --no-print-directory $(INSTALL_OUT)/libmoecache.pc $(INSTALL_OUT)/dkms.conf \
-		$(patsubst tools/systemd/%,$(INSTALL_OUT)/%,$(INSTALL_UNITS))
+		$(patsubst tools/systemd/%,$(INSTALL_OUT)/%,$(INSTALL_UNITS)) $(INSTALL_OUT)/moecache-pools
 
 # `install` is this and, from lib/python/build.mk, the Python package
 # (install-python; debian/rules runs the two apart, the second once per
@@ -77,7 +84,7 @@ install-moecache: $(INSTALL_SBIN) $(INSTALL_BIN) $(LIBMOECACHE_SO) $(LIBMOECACHE
 		$(DESTDIR)$(UDEVRULESDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
 		$(DESTDIR)$(MODULESLOADDIR) $(DESTDIR)$(DKMSSRCDIR)/kmod $(DESTDIR)$(DKMSSRCDIR)/uapi \
 		$(DESTDIR)$(SYSCONFDIR)/moecache/pools.d $(DESTDIR)$(DOCDIR)/examples
-	$(INSTALL_PROGRAM) $(INSTALL_SBIN) tools/systemd/moecache-pools $(DESTDIR)$(SBINDIR)/
+	$(INSTALL_PROGRAM) $(INSTALL_SBIN) $(INSTALL_OUT)/moecache-pools $(DESTDIR)$(SBINDIR)/
 	$(INSTALL_PROGRAM) $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/
 	$(INSTALL_PROGRAM) $(LIBMOECACHE_SO) \
 		$(DESTDIR)$(LIBDIR)/libmoecache.so.$(LIBMOECACHE_VERSION)

@@ -75,6 +75,7 @@ static void usage(FILE *f)
 	    "                          [--lookahead TOKENS] (with --policy lookahead)\n"
 	    "                          [--hint-accuracy P] (prefetch from an emulated engine "
 	    "hint)\n"
+	    "                          [--batch B | --prefill-batched]\n"
 	    "                          [--timing [--preset h200|slow-link] [--link-gbps G]\n"
 	    "                           [--copy-engines N] [--cpu-gbps G] [--layer-us T]\n"
 	    "                           [--expert-bytes B]]\n"

@@ -275,6 +275,20 @@ if [ "${host_bytes:-0}" = "$want" ]; then
 else
 	not_ok basic_one_host_copy "one host copy of $want bytes" "pool info says ${host_bytes:-none}"
 fi
+# One decoder with --no-wait after a flush: its cold experts are computed
+# from the host pages while the agent copies them in.
+moecachectl flush $pool >/dev/null 2>&1
+host-run moecache-torch-decode decode --pool $pool --checkpoint "$work/model.safetensors" \
+	--prompt-seed 9 --prompt-len 4 --tokens 6 --no-wait --label nowait >"$work/nowait.out" 2>&1
+nowait_rc=$?
+nowait_host=$(field host 'label=nowait ' "$work/nowait.out")
+if [ "$nowait_rc" = 0 ] && grep -q '^decode: label=nowait .*wait=no .*verified=ok$' "$work/nowait.out" &&
+	[ "${nowait_host:-0}" -gt 0 ]; then
+	ok basic_torch_decode_no_wait "moecache-torch-decode decode --no-wait: $nowait_host cold experts computed from the host pages, logits bit for bit"
+else
+	not_ok basic_torch_decode_no_wait "moecache-torch-decode decode --no-wait computes cold experts from the host pages" \
+		"exit $nowait_rc, host=${nowait_host:-none}: $(tail -n 3 "$work/nowait.out")"
+fi
 kill -TERM "$agent" && wait "$agent"
 agent=
 moecachectl pool destroy $pool

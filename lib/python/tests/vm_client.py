@@ -7,6 +7,7 @@ with moecachectl load --synthetic, served by moecached), $PYTEST_PRIV
 --range 4:8, loaded, no agent)."""
 import errno
 import os
+import stat
 import struct
 import threading
 import time
@@ -102,6 +103,45 @@ class DriverTests(unittest.TestCase):
             self.assertEqual(other.stats()["pins"], 0)
         finally:
             other.close()
+
+    def test_basic_release_all(self):
+        """release_all drops every pin the client holds"""
+        other = moecache.Client(POOL, fast_pins=False)
+        try:
+            other.acquire(0, [1, 2])
+            other.acquire(1, [3])
+            self.assertEqual(other.stats()["pins"], 3)
+            other.release_all()
+            self.assertEqual(other.stats()["pins"], 0)
+        finally:
+            other.close()
+
+    def test_basic_report_flush(self):
+        """report_flush hands the driver the fast-pin hits it had not been told of"""
+        c = self.c
+        self.assertTrue(c.fast_pins)
+        # resident first (the misses go through the driver), then a clean report
+        c.release(c.acquire(0, [1]))
+        c.release(c.acquire(1, [2]))
+        c.report_flush()
+        other = moecache.Client(POOL, fast_pins=False)
+        try:
+            before = other.stats()["hits"]
+            # two hits of two layers: pinned in the mapped region, no system call
+            c.release(c.acquire(0, [1]))
+            c.release(c.acquire(1, [2]))
+            self.assertEqual(other.stats()["hits"], before, "reported before report_flush")
+            c.report_flush()
+            self.assertEqual(other.stats()["hits"], before + 2)
+        finally:
+            other.close()
+
+    def test_basic_fileno(self):
+        """fileno is the client's open /dev/moecache file"""
+        st = os.fstat(self.c.fileno())
+        dev = os.stat("/dev/moecache")
+        self.assertTrue(stat.S_ISCHR(st.st_mode))
+        self.assertEqual(st.st_rdev, dev.st_rdev)
 
     def test_basic_no_wait_cold_from_host(self):
         """without wait a cold expert is -1, queued, and readable in the host pages"""

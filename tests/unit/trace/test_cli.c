@@ -25,16 +25,21 @@ struct run {
 
 static char trace_path[64];
 
-static void write_trace(void)
+/* Writes text to a new temporary file; its name in path (at least 40 bytes). */
+static void write_temp(char *path, const char *text)
 {
 	int fd;
 
-	strcpy(trace_path, "/tmp/moecache-trace-cli-XXXXXX");
-	fd = mkstemp(trace_path);
+	strcpy(path, "/tmp/moecache-trace-cli-XXXXXX");
+	fd = mkstemp(path);
 	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, small_trace, sizeof(small_trace) - 1),
-		     (ssize_t)(sizeof(small_trace) - 1));
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
 	close(fd);
+}
+
+static void write_trace(void)
+{
+	write_temp(trace_path, small_trace);
 }
 
 static void remove_trace(void)
@@ -387,4 +392,121 @@ Test(cli, basic_sim_placement_static_takes_effect,
 	cr_expect_not_null(strstr(r.out, "\"placement\":\"static\""), "%s", r.out);
 	cr_expect_eq(tier_drops(d.out, 1), 0, "%s", d.out);
 	cr_expect_gt(tier_drops(r.out, 1), 0, "%s", r.out);
+}
+
+Test(cli, basic_profile_writes_out,
+     .description = "profile --out FILE writes the trace's experts ranked by use into FILE")
+{
+	char out[64], text[256] = "";
+	const char *args[] = {"profile", "--trace", "TRACE", "--out", out, NULL};
+	struct run r;
+	int fd;
+
+	write_temp(out, "");
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	fd = open(out, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	read_all(fd, text, sizeof(text));
+	close(fd);
+	unlink(out);
+	/* layer 0 uses 0 and 1 twice each; layer 1 uses 2 twice, 1 and 3 once */
+	cr_expect_str_eq(text, "{\"ranked\":[[0,0],[0,1],[1,2],[1,1],[1,3]]}\n");
+}
+
+Test(cli, bad_input_profile_without_out,
+     .description = "profile without --out fails, naming it, and prints nothing")
+{
+	const char *const args[] = {"profile", "--trace", "TRACE", NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_expect_neq(r.status, 0);
+	cr_expect_not_null(strstr(r.err, "--out"), "%s", r.err);
+	cr_expect_eq(r.out[0], '\0', "printed: %s", r.out);
+}
+
+/* Two layers, each token the same expert in both, cycling 0..3 then 0 again. */
+static const char cycle_trace[] = "{\"tok\": 0, \"layers\": [[0], [0]]}\n"
+				  "{\"tok\": 1, \"layers\": [[1], [1]]}\n"
+				  "{\"tok\": 2, \"layers\": [[2], [2]]}\n"
+				  "{\"tok\": 3, \"layers\": [[3], [3]]}\n"
+				  "{\"tok\": 4, \"layers\": [[0], [0]]}\n"
+				  "{\"tok\": 5, \"layers\": [[1], [1]]}\n"
+				  "{\"tok\": 6, \"layers\": [[2], [2]]}\n"
+				  "{\"tok\": 7, \"layers\": [[3], [3]]}\n"
+				  "{\"tok\": 8, \"layers\": [[0], [0]]}\n";
+
+Test(cli, basic_sim_profile_takes_effect,
+     .description = "sim --policy static --profile FILE keeps the expert FILE ranks first")
+{
+	/* 2 slots: the pinned expert hits on each return, the others never do */
+	static const struct {
+		const char *profile;
+		const char *hits;
+	} rows[] = {
+	    {"{\"ranked\": [[0, 0]]}", "\"hits\":2,"}, /* layer 0 expert 0: tokens 4 and 8 */
+	    {"{\"ranked\": [[0, 3]]}", "\"hits\":1,"}, /* layer 0 expert 3: token 7 */
+	};
+	char trace[64], profile[64];
+
+	write_temp(trace, cycle_trace);
+	for (unsigned int i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const char *const args[] = {"sim",	"--trace", trace,	"--slots", "2",
+					    "--policy", "static",  "--profile", profile,   NULL};
+		struct run r;
+
+		write_temp(profile, rows[i].profile);
+		run_tool(&r, args);
+		unlink(profile);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+		cr_expect_not_null(strstr(r.out, rows[i].hits), "%s: %s", rows[i].profile, r.out);
+	}
+	unlink(trace);
+}
+
+Test(cli, basic_sim_prefetch_adds_its_object,
+     .description = "sim --prefetch runs the next-layer prefetch and reports it; without, none")
+{
+	const char *const with[] = {"sim", "--trace", "TRACE", "--slots", "2", "--prefetch", NULL};
+	const char *const without[] = {"sim", "--trace", "TRACE", "--slots", "2", NULL};
+	struct run r;
+
+	run_tool(&r, with);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "\"prefetch\":{"), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"issued\":2,"), "%s", r.out);
+	run_tool(&r, without);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_null(strstr(r.out, "\"prefetch\""), "%s", r.out);
+}
+
+Test(cli, basic_sim_per_layer_splits_the_slots,
+     .description = "sim --per-layer gives each layer its share of the slots, not one cache")
+{
+	/* layer 0 cycles 3 experts, layer 1 always uses expert 0; 4 slots */
+	static const char text[] = "{\"tok\": 0, \"layers\": [[0], [0]]}\n"
+				   "{\"tok\": 1, \"layers\": [[1], [0]]}\n"
+				   "{\"tok\": 2, \"layers\": [[2], [0]]}\n"
+				   "{\"tok\": 3, \"layers\": [[0], [0]]}\n"
+				   "{\"tok\": 4, \"layers\": [[1], [0]]}\n"
+				   "{\"tok\": 5, \"layers\": [[2], [0]]}\n";
+	char trace[64];
+	const char *const split[] = {"sim",	 "--trace", trace,	   "--slots", "4",
+				     "--policy", "lru",	    "--per-layer", NULL};
+	const char *const shared[] = {"sim", "--trace",	 trace, "--slots",
+				      "4",   "--policy", "lru", NULL};
+	struct run r;
+
+	write_temp(trace, text);
+	/* 2 slots each: layer 0's cycle of 3 never hits, layer 1 hits 5 times */
+	run_tool(&r, split);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "\"per_layer\":true"), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"hits\":5,"), "%s", r.out);
+	/* one cache of 4 holds all four experts: 12 accesses, 4 first misses */
+	run_tool(&r, shared);
+	unlink(trace);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "\"hits\":8,"), "%s", r.out);
 }

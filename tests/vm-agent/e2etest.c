@@ -132,20 +132,29 @@ static int e2e_run(const char *out, char *const argv[], unsigned int timeout_ms)
 	return ret;
 }
 
-static bool e2e_file_has(const char *path, const char *needle)
+/* How many times needle stands in the file at path (its first 64 KiB). */
+static unsigned int e2e_file_count(const char *path, const char *needle)
 {
 	char buf[65536];
-	ssize_t n;
+	unsigned int n = 0;
+	ssize_t len;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
-	if (n < 0)
-		return false;
-	buf[n] = '\0';
-	return strstr(buf, needle) != NULL;
+	if (len < 0)
+		return 0;
+	buf[len] = '\0';
+	for (const char *at = buf; (at = strstr(at, needle)); at += strlen(needle))
+		n++;
+	return n;
+}
+
+static bool e2e_file_has(const char *path, const char *needle)
+{
+	return e2e_file_count(path, needle) > 0;
 }
 
 static void e2e_path(const struct e2e *e, char *out, size_t len, const char *pool, const char *what)
@@ -825,26 +834,6 @@ out:
 	return ret;
 }
 
-/* How many times needle stands in the file at path (its first 64 KiB). */
-static unsigned int e2e_file_count(const char *path, const char *needle)
-{
-	char buf[65536];
-	unsigned int n = 0;
-	ssize_t len;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return 0;
-	len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (len < 0)
-		return 0;
-	buf[len] = '\0';
-	for (const char *at = buf; (at = strstr(at, needle)); at += strlen(needle))
-		n++;
-	return n;
-}
-
 /*
  * SIGHUP, then waits for the statistics line each pool logs once it has
  * reloaded (at info level: the agent must log at 6 or more).
@@ -942,8 +931,9 @@ static int test_own_profile_not_reinstalled(struct e2e *e)
 	if (e2e_agent_reload(e, agent, log))
 		goto out;
 	ret = e2e_file_has(log, "over the installed profile")
-		  ? e2e_fail(e, "SIGHUP took the agent's own save for an installed profile "
-				"(see %s)",
+		  ? e2e_fail(e,
+			     "SIGHUP took the agent's own save for an installed profile "
+			     "(see %s)",
 			     log)
 		  : 0;
 out:
@@ -966,8 +956,8 @@ static int test_profile_from_agent_idle(struct e2e *e)
 	const char *pool = "e2e-profile-idle";
 	char log[512], profile[512], out[512], copy[512], timeout[] = "10";
 	const char *extra[] = {"--profile", profile, NULL};
-	char *save[] = {"moecachectl", "profile", "save", (char *)pool, copy, "--from-agent",
-			"--timeout", timeout, NULL};
+	char *save[] = {"moecachectl",	"profile",   "save",  (char *)pool, copy,
+			"--from-agent", "--timeout", timeout, NULL};
 	pid_t agent;
 	int ret = -1;
 
@@ -984,7 +974,8 @@ static int test_profile_from_agent_idle(struct e2e *e)
 	if (e2e_agent_ready(e, log, 30000))
 		goto out;
 	if (e2e_run(out, save, 30000)) {
-		ret = e2e_fail(e, "profile save --from-agent of an idle agent failed (see %s)", out);
+		ret =
+		    e2e_fail(e, "profile save --from-agent of an idle agent failed (see %s)", out);
 		goto out;
 	}
 	ret = access(copy, R_OK) ? e2e_fail(e, "no profile copied to %s", copy) : 0;

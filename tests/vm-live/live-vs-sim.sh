@@ -95,14 +95,25 @@ rate()
 olmoe_prefix=$work/olmoe-prefix.jsonl
 head -n "$tokens" "$olmoe" >"$olmoe_prefix"
 
-# pool_up SLOTS LAYERS EXPERTS POLICY: a fresh pool, its weights, an agent.
+# The single-client rows run the agent and the client on one CPU: their
+# exactness rests on the two taking turns (the client sleeps in WAIT while
+# the agent scans and fills); on two CPUs the agent's scan can overlap the
+# client's next acquires and see them a round early (docs/live-vs-sim.md).
+one_cpu=
+if [ "$(nproc 2>/dev/null || echo 1)" -gt 1 ] && command -v taskset >/dev/null; then
+	one_cpu="taskset -c 0"
+fi
+
+# pool_up SLOTS LAYERS EXPERTS POLICY [PREFIX]: a fresh pool, its weights, an
+# agent (run under PREFIX, a command such as taskset).
 pool_up()
 {
 	moecachectl pool create "$pool" --layers "$2" --experts "$3" --slots "$1" \
 		--expert-bytes "$expert_bytes" >/dev/null || die "cannot create the pool"
 	moecache-decode --pool "$pool" --fill $shape >/dev/null || die "cannot load the weights"
 	: >"$work/agent.log" # before the agent opens it: the wait below greps it
-	moecached --pool "$pool" --foreground --policy "$4" 2>"$work/agent.log" &
+	# shellcheck disable=SC2086 # the prefix is a command and its options
+	${5:-} moecached --pool "$pool" --foreground --policy "$4" 2>"$work/agent.log" &
 	agent_pid=$!
 	# Clients start once the agent serves: it learns accesses from then on.
 	n=0
@@ -183,8 +194,8 @@ for t in $which_traces; do
 	for cap in $capacities; do
 		slots=$(awk -v c="$cap" -v n=$((layers * experts)) 'BEGIN { printf "%d", c * n + 1e-9 }')
 		for pol in $policies; do
-			pool_up "$slots" "$layers" "$experts" "$pol"
-			moecache-decode --pool "$pool" --trace "$file" $sel $shape --no-check-weights \
+			pool_up "$slots" "$layers" "$experts" "$pol" "$one_cpu"
+			$one_cpu moecache-decode --pool "$pool" --trace "$file" $sel $shape --no-check-weights \
 				--batch "$batch" $client_flags --json >"$work/client.json" \
 				2>"$work/client.err" ||
 				die "client: $(cat "$work/client.err")"

@@ -769,6 +769,16 @@ static int e2e_hot_then_miss(struct e2e *e, struct moecache *mc, const uint32_t 
 	for (int i = 1; i < 4; i++)
 		if (e2e_touch(e, mc, order[i]))
 			return -1;
+	/*
+	 * The victim comes from the agent's books, and a demand fill its copy
+	 * thread committed (pool_publish in agent/pool.c) stays "filling" there,
+	 * not evictable, until that thread runs again and hands the copy to the
+	 * pool's thread. On one CPU the client and the pool's thread, woken in
+	 * turn, can keep it off the CPU for all of the touches above: the hot
+	 * expert's slot was then no candidate and lru took the next one (the
+	 * test failed when run alone). Give the copy threads time to catch up.
+	 */
+	e2e_sleep_ms(200);
 	if (e2e_touch(e, mc, order[4]))
 		return -1;
 	E2E_CHECK(e, e2e_resident(mc, order[4]), "expert %u is not resident after its miss",

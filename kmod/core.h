@@ -177,7 +177,7 @@ struct moecache_pool {
 	unsigned long n_pages;
 	const struct cred *memlock_cred; /* its user charged n_pages of locked_vm */
 
-	void *region;			/* the map region, vmalloc_user */
+	void *region;			/* the map region, vmalloc, charged */
 	size_t region_size;
 	struct moecache_map_header *hdr;
 	u32 *map;

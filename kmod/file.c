@@ -551,11 +551,12 @@ static long moecache_ioctl(struct file *file, unsigned int cmd,
 /* ---- mmap ---- */
 
 /*
- * The map and host regions are mapped in full at mmap time; the fault
- * handlers map a page again after MADV_DONTNEED (or anything else that
- * zapped it), so that the region, and get_user_pages() on it, keep
- * working. A pins region is mapped only by faults, page by page, so that
- * the driver learns which files may hold a pin on which slots.
+ * The host region is mapped in full at mmap time; its fault handler maps a
+ * page again after MADV_DONTNEED (or anything else that zapped it), so
+ * that the region, and get_user_pages() on it, keep working. The map
+ * region (vmalloc'ed, charged to the pool's creator) and a pins region are
+ * mapped only by faults, page by page; for a pins region that is how the
+ * driver learns which files may hold a pin on which slots.
  */
 static vm_fault_t fault_page(struct vm_fault *vmf, struct page *page)
 {
@@ -624,7 +625,7 @@ static const struct vm_operations_struct host_region_ops = {
 };
 
 static int mmap_map_region(struct moecache_pool *pool,
-			   struct vm_area_struct *vma, unsigned long pgoff)
+			   struct vm_area_struct *vma)
 {
 	if (vma->vm_flags & VM_WRITE)
 		return -EPERM;
@@ -632,7 +633,8 @@ static int mmap_map_region(struct moecache_pool *pool,
 	moecache_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
 	vma->vm_ops = &map_region_ops;
 	vma->vm_private_data = pool;
-	return remap_vmalloc_range(vma, pool->region, pgoff);
+	/* Nothing mapped yet: each page comes by map_region_fault(). */
+	return 0;
 }
 
 static int mmap_pins_region(struct moecache_file *mf,
@@ -692,7 +694,7 @@ static int moecache_mmap(struct file *file, struct vm_area_struct *vma)
 		if (pgoff >= pool->region_size >> PAGE_SHIFT ||
 		    pages > (pool->region_size >> PAGE_SHIFT) - pgoff)
 			return -EINVAL;
-		return mmap_map_region(pool, vma, pgoff);
+		return mmap_map_region(pool, vma);
 	}
 	pgoff -= host_pgoff;
 	if (pgoff >= pool->n_pages || pages > pool->n_pages - pgoff)

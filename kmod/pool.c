@@ -237,7 +237,13 @@ static int pool_alloc_region(struct moecache_pool *pool)
 	if (pool->region_size > MOECACHE_PINS_OFFSET)
 		return -E2BIG;
 
-	pool->region = vmalloc_user(pool->region_size);
+	/*
+	 * Charged to the creator's memory cgroup, as the rest of the pool;
+	 * mapped page by page, by map_region_fault(), so it needs no
+	 * VM_USERMAP (vmalloc_user() takes no GFP flags).
+	 */
+	pool->region = __vmalloc(pool->region_size,
+				 GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 	if (!pool->region)
 		return -ENOMEM;
 	hdr = pool->region;

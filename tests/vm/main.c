@@ -26,6 +26,7 @@ static const struct vm_suite *const vm_suites[] = {
     &vm_queue_depth_suite,
     &vm_acq_cpu_suite,
     &vm_memlock_suite,
+    &vm_memcg_suite,
     &vm_probing_suite,
     &vm_tiers_suite,
     &vm_review_suite,

@@ -401,6 +401,29 @@ static int acquire_progress(struct moecache_pool *pool,
 	return ac->n_pinned == ac->req.count;
 }
 
+/*
+ * Every COMMIT, ABORT and agent change wakes every WAIT asleep on the
+ * pool, in the agent's context: a tenant held to the pin share has at
+ * most max_user_waits WAITs in progress, or one client could put any
+ * number of threads to sleep on one file and slow every answered miss of
+ * every tenant. False if the tenant has them all already.
+ */
+static bool tenant_wait_begin(struct moecache_file *mf)
+{
+	if (!mf->tenant)
+		return true;
+	if (mf->tenant->n_waits >= READ_ONCE(max_user_waits))
+		return false;
+	mf->tenant->n_waits++;
+	return true;
+}
+
+static void tenant_wait_end(struct moecache_file *mf)
+{
+	if (mf->tenant)
+		mf->tenant->n_waits--;
+}
+
 static void acquire_undo(struct moecache_pool *pool, struct moecache_file *mf,
 			 struct acquire_ctx *ac)
 {
@@ -441,6 +464,7 @@ static int acquire_wait(struct moecache_pool *pool, struct moecache_file *mf,
 		done = -ETIMEDOUT;
 
 	spin_lock(&pool->lock);
+	tenant_wait_end(mf);
 	wake_next = acquire_is_head(pool, ac);
 	list_del(&ac->wait_node);
 	wake_next &= !list_empty(&pool->waiters);
@@ -626,6 +650,12 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 		ret = -EDQUOT;
 		goto out_free_slots;
 	}
+	if ((ac.req.flags & MOECACHE_ACQ_WAIT) && !tenant_wait_begin(mf)) {
+		release_untake(mf, rel, rel_count);
+		spin_unlock(&pool->lock);
+		ret = -EAGAIN;
+		goto out_free_slots;
+	}
 	if (rel_count)
 		release_commit(pool, mf, rel, rel_count, freed);
 	ac.fail_snap = pool->fail_counter;
@@ -660,6 +690,9 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 	layer_count(pool, ac.req.layer, C_MISSES, misses);
 	layer_count(pool, ac.req.layer, C_PREFETCH_HITS, prefetch_hits);
 	storm = storm_check(pool, misses);
+	/* Nothing to wait for: acquire_wait() is not called to end it. */
+	if ((ac.req.flags & MOECACHE_ACQ_WAIT) && !misses)
+		tenant_wait_end(mf);
 	spin_unlock(&pool->lock);
 	if (wake_agent)
 		wake_up_interruptible(&pool->agent_wq);

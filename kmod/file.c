@@ -81,7 +81,7 @@ static struct moecache_tenant *tenant_leave(struct moecache_pool *pool,
 	mf->tenant = NULL;
 	if (!t || --t->n_files)
 		return NULL;
-	WARN_ON_ONCE(t->pinned_slots);
+	WARN_ON_ONCE(t->pinned_slots || t->n_waits);
 	list_del(&t->node);
 	return t;
 }

@@ -79,6 +79,7 @@ extern const struct vm_suite vm_memcg_suite;
 extern const struct vm_suite vm_probing_suite;
 extern const struct vm_suite vm_tiers_suite;
 extern const struct vm_suite vm_review_suite;
+extern const struct vm_suite vm_review2_suite;
 extern const struct vm_suite vm_pin_share_suite;
 
 /* Highest suffix vm_pool_name() may be given; the runner cleans these up. */

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Findings of a second hostile-tenant review of the driver (docs/abi.md,
+ * "Security model"): what a client with read permission on one pool could
+ * still wedge, exhaust or write. Each test names the hole it pins.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define NOBODY 65534
+
+/* ---- a herd of sleeping WAITs ------------------------------------------ */
+
+#define HERD_MAX 256
+/* The expert every WAIT of the herd asks for: never filled. */
+#define HERD_LAYER 1
+#define HERD_EXPERT 0
+
+/*
+ * One tenant (uid NOBODY, one client file) and up to HERD_MAX processes
+ * sharing that file, each asleep in an ACQUIRE|WAIT with no time limit,
+ * as threads of one process would be.
+ */
+struct herd_job {
+	char pool[MOECACHE_NAME_LEN];
+	char node[64];
+	unsigned int want;
+	unsigned int index;	/* of the waiter being forked */
+	int ret[HERD_MAX];	/* 1 while its WAIT has not returned */
+	int started[HERD_MAX];
+	unsigned int asleep;	/* WAITs asleep once ready was passed */
+	unsigned int again;	/* WAITs refused with EAGAIN */
+	struct vm_view view;
+	struct vm_gate ready;
+	struct vm_gate release;
+};
+
+static void herd_wait_main(void *arg)
+{
+	struct herd_job *job = arg;
+	unsigned int i = job->index;
+	__u32 expert = HERD_EXPERT, slot;
+
+	job->started[i] = 1;
+	job->ret[i] = vm_try_acquire(&job->view, HERD_LAYER, &expert, 1, &slot,
+				     MOECACHE_ACQ_WAIT | MOECACHE_ACQ_KEEP_WAITING, 0, NULL);
+}
+
+static char herd_proc_state(pid_t pid)
+{
+	char path[64], buf[512], *paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return '?';
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return '?';
+	buf[n] = 0;
+	paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+/* As NOBODY: attaches one client file and forks want WAITs on it. */
+static void herd_main(void *arg)
+{
+	struct herd_job *job = arg;
+	int fd = vm_become_unprivileged(NOBODY, NOBODY, job->node);
+	pid_t pid[HERD_MAX];
+	unsigned int i;
+
+	VM_EQ(vm_try_attach_fd(&job->view, fd, job->pool, MOECACHE_ROLE_CLIENT), 0);
+	for (i = 0; i < job->want; i++) {
+		job->ret[i] = 1;
+		job->started[i] = 0;
+		job->index = i;
+		pid[i] = vm_spawn(herd_wait_main, job);
+		/* Asleep in the WAIT, or refused. */
+		VM_WAIT_FOR(job->ret[i] != 1 ||
+				    (job->started[i] && herd_proc_state(pid[i]) == 'S'),
+			    20000);
+	}
+	for (i = 0; i < job->want; i++) {
+		job->asleep += job->ret[i] == 1;
+		job->again += job->ret[i] == -EAGAIN;
+	}
+	vm_gate_pass(&job->ready);
+	vm_gate_wait(&job->release, 120000, "the test to let go");
+	for (i = 0; i < job->want; i++) {
+		if (job->ret[i] == 1)
+			vm_kill(pid[i], "a sleeping WAIT");
+		else
+			vm_reap_ok(pid[i], 10000, "a refused WAIT");
+	}
+	vm_detach(&job->view);
+}
+
+static struct herd_job *herd_start(const char *pool, unsigned int want, pid_t *pid)
+{
+	struct herd_job *job = vm_shared(sizeof(*job));
+
+	VM_ASSERT(want <= HERD_MAX);
+	snprintf(job->pool, sizeof(job->pool), "%s", pool);
+	vm_get_node(job->node, sizeof(job->node));
+	job->want = want;
+	vm_gate_open(&job->ready);
+	vm_gate_open(&job->release);
+	*pid = vm_spawn(herd_main, job);
+	vm_gate_wait(&job->ready, 60000, "the herd to fall asleep");
+	return job;
+}
+
+static void herd_end(struct herd_job *job, pid_t pid)
+{
+	vm_gate_pass(&job->release);
+	vm_reap_ok(pid, 60000, "the herd");
+	vm_put_node(job->node);
+}
+
+/*
+ * Pins: a tenant could put any number of ACQUIRE|WAITs to sleep on a pool
+ * (threads sharing one file), and every COMMIT, ABORT and agent change
+ * woke them all, in the agent's context and each under the pool's lock:
+ * one client slowed every answered miss of every tenant.
+ */
+static void permission_user_waits_bound(struct vm_ctx *ctx)
+{
+	struct vm_geom g = vm_geom_default;
+	unsigned long long old;
+	struct moecache_stats st;
+	struct herd_job *job;
+	struct vm_view a, o;
+	__u32 expert = HERD_EXPERT, slot;
+	pid_t pid;
+
+	g.mode = 0644;
+	vm_pool_create(ctx->pool, &g);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	vm_attach(&o, ctx->pool, MOECACHE_ROLE_CLIENT);
+	old = vm_param_set("max_user_waits", 2);
+	job = herd_start(ctx->pool, 4, &pid);
+	VM_EQ(job->asleep, 2);
+	VM_EQ(job->again, 2);
+	/* A refused WAIT changed nothing: no miss, no access, no request. */
+	vm_stats(&a, MOECACHE_NONE, &st);
+	VM_EQ(st.misses, 2);
+	VM_EQ(st.queued, 1);
+	VM_EQ(vm_load32(&a.access[vm_idx(&a, HERD_LAYER, HERD_EXPERT)]), 2);
+	/* The pool's owner is not bound by it. */
+	VM_EQ(vm_try_acquire(&o, HERD_LAYER, &expert, 1, &slot,
+			     MOECACHE_ACQ_WAIT | MOECACHE_ACQ_KEEP_WAITING, 50, NULL),
+	      -ETIMEDOUT);
+	herd_end(job, pid);
+	/* The killed WAITs gave their places back. */
+	job = herd_start(ctx->pool, 2, &pid);
+	VM_EQ(job->asleep, 2);
+	VM_EQ(job->again, 0);
+	herd_end(job, pid);
+	vm_param_set("max_user_waits", old);
+	vm_detach(&o);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+/* A pool with an agent and a client that misses, as in tests/vm/review.c. */
+struct herd_perf_pool {
+	char name[MOECACHE_NAME_LEN];
+	struct vm_view a;
+	struct vm_view asker;
+	__u32 expert;
+	uint64_t best;
+};
+
+#define HP_CYCLES 100
+#define HP_ROUNDS 7
+#define HP_WAITS 256
+/* Each sleeping WAIT is woken by every COMMIT: a few are cheap. */
+#define HP_RATIO_MAX 10.0
+
+static void herd_perf_setup(struct herd_perf_pool *p)
+{
+	struct vm_geom g = vm_geom_default;
+
+	g.mode = 0644;
+	vm_pool_create(p->name, &g);
+	vm_attach(&p->a, p->name, MOECACHE_ROLE_AGENT);
+	vm_attach(&p->asker, p->name, MOECACHE_ROLE_CLIENT);
+	vm_fill(&p->a, 0, 0, 0);
+	p->expert = 0;
+}
+
+/* Nanoseconds spent in HP_CYCLES COMMITs of an expert the asker missed on. */
+static uint64_t herd_time_commits(void *pool)
+{
+	struct herd_perf_pool *p = pool;
+	struct moecache_acquire acq;
+	uint64_t spent = 0, t0;
+	__u32 k, next, slot;
+
+	for (k = 0; k < HP_CYCLES; k++) {
+		next = p->expert == 0 ? 1 : 0;
+		VM_EQ(vm_try_acquire(&p->asker, 0, &next, 1, &slot, 0, 0, &acq), 0);
+		VM_EQ(acq.n_pinned, 0);
+		vm_evict(&p->a, 0, 0, next, NULL);
+		t0 = vm_now_ns();
+		vm_commit1(&p->a, 0, 0, next, 0);
+		spent += vm_now_ns() - t0;
+		p->expert = next;
+	}
+	return spent;
+}
+
+/*
+ * Pins: the same herd, measured: a COMMIT on a pool where one tenant tried
+ * to put HP_WAITS WAITs to sleep, against one on a pool without them.
+ */
+static void perf_commit_tenant_wait_herd(struct vm_ctx *ctx)
+{
+	struct herd_perf_pool busy, quiet;
+	unsigned long long bound = 0;
+	struct herd_job *job;
+	double ratio;
+	pid_t pid;
+
+	snprintf(busy.name, sizeof(busy.name), "%s", ctx->pool);
+	vm_pool_name(ctx, 1, quiet.name);
+	herd_perf_setup(&busy);
+	herd_perf_setup(&quiet);
+	job = herd_start(busy.name, HP_WAITS, &pid);
+	vm_best_side_by_side(HP_ROUNDS, herd_time_commits, &busy, &quiet, &busy.best,
+			     &quiet.best);
+	ratio = (double)busy.best / (double)quiet.best;
+	vm_param_read("max_user_waits", &bound);
+	fprintf(stderr,
+		"COMMIT with one tenant's WAITs asleep (%u of %u tried; max_user_waits %llu) / "
+		"with none: %.2f (%.1f us / %.1f us per COMMIT, best of %d x %d)\n",
+		job->asleep, HP_WAITS, bound, ratio, busy.best / 1e3 / HP_CYCLES,
+		quiet.best / 1e3 / HP_CYCLES, HP_ROUNDS, HP_CYCLES);
+	herd_end(job, pid);
+	VM_ASSERT_MSG(vm_param_read("max_user_waits", &bound), "no module parameter max_user_waits");
+	/* The rest were refused at once. */
+	VM_EQ(job->asleep, bound);
+	VM_EQ(job->again, HP_WAITS - bound);
+	/* 3090 with all 256 asleep, before the bound. */
+	VM_ASSERT_MSG(ratio < HP_RATIO_MAX, "COMMIT costs %.2f times as much with the herd", ratio);
+	vm_detach(&busy.asker);
+	vm_detach(&quiet.asker);
+	vm_detach(&busy.a);
+	vm_detach(&quiet.a);
+	vm_pool_destroy(busy.name);
+	vm_pool_destroy(quiet.name);
+}
+
+static const struct vm_test review2_tests[] = {
+    VM_TEST(permission_user_waits_bound,
+	    "a user other than the owner has at most max_user_waits WAITs at once (EAGAIN)"),
+    VM_TEST_TIMEOUT(perf_commit_tenant_wait_herd,
+		    "one tenant trying 256 WAITs gets max_user_waits asleep; the COMMIT cost shown",
+		    240),
+};
+
+const struct vm_suite vm_review2_suite = {review2_tests, ARRAY_SIZE(review2_tests)};

@@ -265,12 +265,89 @@ static void perf_commit_tenant_wait_herd(struct vm_ctx *ctx)
 	vm_pool_destroy(quiet.name);
 }
 
+/* ---- writes that bypass a mapping's protection ------------------------- */
+
+/*
+ * A read-only shared mapping of real pages: the kernel's forced writes
+ * (/proc/self/mem, ptrace's FOLL_FORCE) and process_vm_writev() must not
+ * reach the pages, nor may mprotect() make it writable, while reads work.
+ */
+static void forced_writes_refused(const char *what, unsigned char *addr, size_t len)
+{
+	unsigned char before, got, poke;
+	struct iovec local, remote;
+	int mem;
+
+	before = addr[len - 1];
+	poke = (unsigned char)(before ^ 0x5a);
+	mem = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	VM_ASSERT(mem >= 0);
+	VM_EQ(pread(mem, &got, 1, (off_t)(uintptr_t)(addr + len - 1)), 1);
+	VM_EQ(got, before);
+	errno = 0;
+	if (pwrite(mem, &poke, 1, (off_t)(uintptr_t)(addr + len - 1)) != -1 || errno != EIO)
+		VM_FAIL("%s: a forced write through /proc/self/mem was not refused (errno %s)",
+			what, vm_errname(errno));
+	close(mem);
+	local.iov_base = &poke;
+	local.iov_len = 1;
+	remote.iov_base = addr;
+	remote.iov_len = 1;
+	VM_ERR(process_vm_writev(getpid(), &local, 1, &remote, 1, 0), EFAULT);
+	VM_ERR(mprotect(addr, len, PROT_READ | PROT_WRITE), EACCES);
+	VM_ASSERT_MSG(addr[len - 1] == before, "%s: a byte changed", what);
+}
+
+/*
+ * Checked: a client's map region, host region and CPU bank view are
+ * shared mappings without VM_MAYWRITE, so no forced write (FOLL_FORCE on
+ * a read-only shared mapping of real pages) and no process_vm_writev()
+ * can write the pages every tenant reads.
+ */
+static void permission_client_forced_writes_refused(struct vm_ctx *ctx)
+{
+	struct moecache_bank bank, got;
+	struct vm_view a, c;
+	unsigned char *agent_bank, *view;
+	size_t len;
+	int memfd;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
+	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_view_map_host(&c, PROT_READ);
+	memfd = vm_bank_set_memfd(&a, vm_geom_default.expert_bytes, &bank);
+	len = (size_t)bank.bank_bytes;
+	agent_bank = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	VM_ASSERT(agent_bank != MAP_FAILED);
+	memset(agent_bank, 0xa5, len);
+	memset(&got, 0, sizeof(got));
+	VM_OK(ioctl(c.fd, MOECACHE_IOC_BANK_GET, &got));
+	view = mmap(NULL, len, PROT_READ, MAP_SHARED, got.fd, 0);
+	VM_ASSERT(view != MAP_FAILED);
+
+	forced_writes_refused("map region", c.map_base, c.map_len);
+	forced_writes_refused("host region", c.host, c.host_len);
+	forced_writes_refused("bank view", view, len);
+	VM_EQ(agent_bank[len - 1], 0xa5);
+
+	munmap(view, len);
+	close(got.fd);
+	munmap(agent_bank, len);
+	close(memfd);
+	vm_detach(&c);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
 static const struct vm_test review2_tests[] = {
     VM_TEST(permission_user_waits_bound,
 	    "a user other than the owner has at most max_user_waits WAITs at once (EAGAIN)"),
     VM_TEST_TIMEOUT(perf_commit_tenant_wait_herd,
 		    "one tenant trying 256 WAITs gets max_user_waits asleep; the COMMIT cost shown",
 		    240),
+    VM_TEST(permission_client_forced_writes_refused,
+	    "/proc/self/mem, process_vm_writev and mprotect cannot write a client's regions or bank"),
 };
 
 const struct vm_suite vm_review2_suite = {review2_tests, ARRAY_SIZE(review2_tests)};

@@ -277,6 +277,9 @@ struct acquire_ctx {
 	u32 n_pinned;
 	u32 fail_snap;
 	struct list_head wait_node;	/* pool->waiters, while it waits */
+	struct wait_queue_entry wq_entry;	/* on pool->client_wq */
+	bool wake;		/* marked by client_wake_mark() */
+	u32 hint;		/* where client_wake_mark() last found a miss */
 };
 
 static void acquire_pin(struct moecache_pool *pool, struct moecache_file *mf,
@@ -433,6 +436,86 @@ static void acquire_undo(struct moecache_pool *pool, struct moecache_file *mf,
 }
 
 /*
+ * May a WAIT that is not the oldest progress: are all of its experts
+ * resident, or has one gone idle (committed and evicted since it asked:
+ * it must ask again)? The scan starts where the last one stopped, at an
+ * expert still missing then, so that a WAIT for an expert nobody fills
+ * costs a COMMIT one look.
+ */
+static bool acquire_may_progress(struct moecache_pool *pool,
+				 struct acquire_ctx *ac)
+{
+	u32 k, i = ac->hint, n = ac->req.count;
+	u8 st;
+
+	lockdep_assert_held(&pool->lock);
+	for (k = 0; k < n; k++, i = i + 1 == n ? 0 : i + 1) {
+		st = pool->estate[ac->idx.ids[i]];
+		if (st == ES_IDLE)
+			return true;
+		if (st != ES_RESIDENT) {
+			ac->hint = i;
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * After a COMMIT, under pool->lock: marks the WAITs that its wake-up,
+ * client_wake_marked(), wakes; the others sleep on. The oldest is
+ * marked (it pins its experts as they come), and every other one that
+ * may progress. Waking them all made every answered miss pay for each
+ * WAIT asleep on the pool, whoever it waited for. Returns whether any
+ * is marked.
+ *
+ * No wake-up is lost: a WAIT is on client_wq before it looks at the pool
+ * under pool->lock, and each wake-up is followed by another look; a
+ * COMMIT after its last look marks it here, under that lock, if that
+ * COMMIT lets it progress.
+ */
+bool client_wake_mark(struct moecache_pool *pool)
+{
+	struct acquire_ctx *ac;
+	bool any = false, head = true;
+
+	lockdep_assert_held(&pool->lock);
+	list_for_each_entry(ac, &pool->waiters, wait_node) {
+		if (head || acquire_may_progress(pool, ac)) {
+			WRITE_ONCE(ac->wake, true);
+			any = true;
+		}
+		head = false;
+	}
+	return any;
+}
+
+void client_wake_marked(struct moecache_pool *pool)
+{
+	/* Any key: acquire_wake() then wakes the marked WAITs only. */
+	__wake_up(&pool->client_wq, TASK_NORMAL, 0, pool);
+}
+
+/*
+ * The wake function of a sleeping WAIT: every wake-up but a COMMIT's
+ * (an abort, an agent change, an older WAIT leaving) wakes it; a COMMIT's
+ * only if client_wake_mark() marked it.
+ */
+static int acquire_wake(struct wait_queue_entry *wq_entry, unsigned int mode,
+			int sync, void *key)
+{
+	struct acquire_ctx *ac = container_of(wq_entry, struct acquire_ctx,
+					      wq_entry);
+
+	if (key) {
+		if (!READ_ONCE(ac->wake))
+			return 0;
+		WRITE_ONCE(ac->wake, false);
+	}
+	return autoremove_wake_function(wq_entry, mode, sync, key);
+}
+
+/*
  * Sleeps until every expert is pinned. Waiters queue in pool->waiters;
  * the oldest keeps the pins of what is resident while it sleeps, so the
  * agent cannot take those slots back and it completes (it asks for no
@@ -446,22 +529,37 @@ static int acquire_wait(struct moecache_pool *pool, struct moecache_file *mf,
 					 MAX_SCHEDULE_TIMEOUT;
 	ktime_t start = ktime_get();
 	bool wake_next;
-	int done = 0;
-	long ret;
+	long intr;
+	int done;
 
+	init_wait(&ac->wq_entry);
+	ac->wq_entry.func = acquire_wake;
 	spin_lock(&pool->lock);
+	ac->wake = false;
+	ac->hint = 0;
 	list_add_tail(&ac->wait_node, &pool->waiters);
 	if (!acquire_is_head(pool, ac))
 		acquire_unpin(pool, mf, ac);
 	spin_unlock(&pool->lock);
 
-	ret = wait_event_interruptible_timeout(pool->client_wq,
-					       (done = acquire_progress(pool, mf, ac)),
-					       left);
-	if (ret < 0)
-		done = -EINTR;
-	else if (ret == 0 && done <= 0)
-		done = -ETIMEDOUT;
+	/* As wait_event_interruptible_timeout(), with acquire_wake(). */
+	for (;;) {
+		intr = prepare_to_wait_event(&pool->client_wq, &ac->wq_entry,
+					     TASK_INTERRUPTIBLE);
+		done = acquire_progress(pool, mf, ac);
+		if (done)
+			break;
+		if (intr) {
+			done = -EINTR;
+			break;
+		}
+		if (!left) {
+			done = -ETIMEDOUT;
+			break;
+		}
+		left = schedule_timeout(left);
+	}
+	finish_wait(&pool->client_wq, &ac->wq_entry);
 
 	spin_lock(&pool->lock);
 	tenant_wait_end(mf);

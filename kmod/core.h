@@ -444,6 +444,9 @@ void request_done(struct moecache_pool *pool, u32 idx);
 void request_requeue(struct moecache_pool *pool, u32 idx);
 void client_detach(struct moecache_pool *pool, struct moecache_file *mf);
 int check_target(struct moecache_pool *pool, u32 layer, u32 expert, u32 *idx);
+/* A COMMIT wakes only the WAITs it may let progress: mark, then wake. */
+bool client_wake_mark(struct moecache_pool *pool);
+void client_wake_marked(struct moecache_pool *pool);
 
 /* file.c */
 bool moecache_file_is_ours(struct file *file);

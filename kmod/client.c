@@ -19,8 +19,9 @@
  * A file's pins count against its tenant's share by slot, not by pin:
  * n_pinned_slots counts the slots on which the file holds one or more.
  */
-static void file_slot_pinned(struct moecache_file *mf)
+static void file_slot_pinned(struct moecache_file *mf, u32 slot)
 {
+	__set_bit(slot, mf->pinned);
 	mf->n_pinned_slots++;
 	if (mf->tenant)
 		mf->tenant->pinned_slots++;
@@ -52,7 +53,7 @@ static void pin_slot(struct moecache_pool *pool, struct moecache_file *mf,
 {
 	lockdep_assert_held(&pool->lock);
 	if (!mf->pins[slot]++)
-		file_slot_pinned(mf);
+		file_slot_pinned(mf, slot);
 	mf->n_pins++;
 	if (pool->pins[slot] == 0)
 		pool->n_pinned_slots++;
@@ -154,19 +155,26 @@ void request_requeue(struct moecache_pool *pool, u32 idx)
 	}
 }
 
+/*
+ * All of a slot's pins at once (a file may hold max_file_pins), and only
+ * the slots the file pins: a walk over every slot of the pool, under its
+ * lock, was one a client could make at will with a single pin on the last
+ * slot (REL_ALL in a loop).
+ */
 static void drop_all_pins(struct moecache_pool *pool, struct moecache_file *mf)
 {
 	u32 slot;
 
 	lockdep_assert_held(&pool->lock);
-	/* All of a slot's pins at once: a file may hold max_file_pins. */
-	for (slot = 0; slot < pool->n_slots && mf->n_pins; slot++) {
-		if (!mf->pins[slot])
+	for_each_set_bit(slot, mf->pinned, pool->n_slots) {
+		__clear_bit(slot, mf->pinned);
+		if (WARN_ON_ONCE(!mf->pins[slot]))
 			continue;
 		unpin_slot(pool, slot, mf->pins[slot]);
 		mf->n_pins -= mf->pins[slot];
 		mf->pins[slot] = 0;
 	}
+	WARN_ON_ONCE(mf->n_pins);
 	file_slots_unpinned(mf, mf->n_pinned_slots);
 }
 
@@ -310,8 +318,10 @@ static void acquire_unpin(struct moecache_pool *pool, struct moecache_file *mf,
 		ac->slots.ids[i] = MOECACHE_NONE;
 		if (!mf->pins[slot])
 			continue;
-		if (!--mf->pins[slot])
+		if (!--mf->pins[slot]) {
+			__clear_bit(slot, mf->pinned);
 			file_slots_unpinned(mf, 1);
+		}
 		mf->n_pins--;
 		unpin_slot(pool, slot, 1);
 	}
@@ -643,8 +653,11 @@ static void release_commit(struct moecache_pool *pool,
 	lockdep_assert_held(&pool->lock);
 	mf->n_pins -= count;
 	file_slots_unpinned(mf, freed);
-	for (i = 0; i < count; i++)
+	for (i = 0; i < count; i++) {
+		if (!mf->pins[slots[i]])
+			__clear_bit(slots[i], mf->pinned);
 		unpin_slot(pool, slots[i], 1);
+	}
 }
 
 /* Drops one pin of mf per listed slot: all of them, or none (-EINVAL). */

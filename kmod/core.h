@@ -250,6 +250,7 @@ struct moecache_file {
 	u32 role;
 	struct list_head node;		/* pool->files */
 	u32 *pins;			/* clients: pins per slot */
+	unsigned long *pinned;		/* clients: the slots with pins[slot] > 0 */
 	u32 n_pins;			/* clients: their sum, <= max_file_pins */
 	u32 n_pinned_slots;		/* clients: slots with pins[slot] > 0 */
 	/* Clients held to the pin share: their uid's; NULL for exempt ones. */

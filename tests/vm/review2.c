@@ -5,6 +5,7 @@
  * still wedge, exhaust or write. Each test names the hole it pins.
  */
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -35,11 +37,11 @@ struct herd_job {
 	char pool[MOECACHE_NAME_LEN];
 	char node[64];
 	unsigned int want;
-	unsigned int index;	/* of the waiter being forked */
-	int ret[HERD_MAX];	/* 1 while its WAIT has not returned */
+	unsigned int index; /* of the waiter being forked */
+	int ret[HERD_MAX];  /* 1 while its WAIT has not returned */
 	int started[HERD_MAX];
-	unsigned int asleep;	/* WAITs asleep once ready was passed */
-	unsigned int again;	/* WAITs refused with EAGAIN */
+	unsigned int asleep; /* WAITs asleep once ready was passed */
+	unsigned int again;  /* WAITs refused with EAGAIN */
 	struct vm_view view;
 	struct vm_gate ready;
 	struct vm_gate release;
@@ -90,8 +92,7 @@ static void herd_main(void *arg)
 		job->index = i;
 		pid[i] = vm_spawn(herd_wait_main, job);
 		/* Asleep in the WAIT, or refused. */
-		VM_WAIT_FOR(job->ret[i] != 1 ||
-				    (job->started[i] && herd_proc_state(pid[i]) == 'S'),
+		VM_WAIT_FOR(job->ret[i] != 1 || (job->started[i] && herd_proc_state(pid[i]) == 'S'),
 			    20000);
 	}
 	for (i = 0; i < job->want; i++) {
@@ -241,8 +242,7 @@ static void perf_commit_tenant_wait_herd(struct vm_ctx *ctx)
 	herd_perf_setup(&busy);
 	herd_perf_setup(&quiet);
 	job = herd_start(busy.name, HP_WAITS, &pid);
-	vm_best_side_by_side(HP_ROUNDS, herd_time_commits, &busy, &quiet, &busy.best,
-			     &quiet.best);
+	vm_best_side_by_side(HP_ROUNDS, herd_time_commits, &busy, &quiet, &busy.best, &quiet.best);
 	ratio = (double)busy.best / (double)quiet.best;
 	vm_param_read("max_user_waits", &bound);
 	fprintf(stderr,
@@ -251,7 +251,8 @@ static void perf_commit_tenant_wait_herd(struct vm_ctx *ctx)
 		job->asleep, HP_WAITS, bound, ratio, busy.best / 1e3 / HP_CYCLES,
 		quiet.best / 1e3 / HP_CYCLES, HP_ROUNDS, HP_CYCLES);
 	herd_end(job, pid);
-	VM_ASSERT_MSG(vm_param_read("max_user_waits", &bound), "no module parameter max_user_waits");
+	VM_ASSERT_MSG(vm_param_read("max_user_waits", &bound),
+		      "no module parameter max_user_waits");
 	/* The rest were refused at once. */
 	VM_EQ(job->asleep, bound);
 	VM_EQ(job->again, HP_WAITS - bound);
@@ -404,11 +405,12 @@ static void perf_rel_all_far_pin(struct vm_ctx *ctx)
 	rel_all_setup(&small);
 	vm_best_side_by_side(RA_ROUNDS, rel_all_time, &big, &small, &big.best, &small.best);
 	ratio = (double)big.best / (double)small.best;
-	fprintf(stderr,
-		"REL_ALL of one pin on the last slot, %u slots / %u slots: %.2f (%.1f us / %.1f us, "
-		"best of %d x %d)\n",
-		RA_BIG_SLOTS, RA_SMALL_SLOTS, ratio, big.best / 1e3 / RA_CYCLES,
-		small.best / 1e3 / RA_CYCLES, RA_ROUNDS, RA_CYCLES);
+	fprintf(
+	    stderr,
+	    "REL_ALL of one pin on the last slot, %u slots / %u slots: %.2f (%.1f us / %.1f us, "
+	    "best of %d x %d)\n",
+	    RA_BIG_SLOTS, RA_SMALL_SLOTS, ratio, big.best / 1e3 / RA_CYCLES,
+	    small.best / 1e3 / RA_CYCLES, RA_ROUNDS, RA_CYCLES);
 	VM_ASSERT_MSG(ratio < RA_RATIO_MAX, "REL_ALL costs %.2f times as much on the big pool",
 		      ratio);
 	vm_detach(&big.c);
@@ -419,17 +421,122 @@ static void perf_rel_all_far_pin(struct vm_ctx *ctx)
 	vm_pool_destroy(small.name);
 }
 
+/* ---- root of an unprivileged user namespace ---------------------------- */
+
+struct userns_job {
+	char node[64];
+	char closed[MOECACHE_NAME_LEN]; /* root's, 0600 */
+	char open[MOECACHE_NAME_LEN];	/* root's, 0644 */
+	int skip;			/* no user namespace for NOBODY here */
+	uid_t euid;			/* inside */
+	int create, attach_closed, attach_fast, destroy_open, attach_client;
+};
+
+static void write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	VM_ASSERT_MSG(fd >= 0, "open %s: %s", path, vm_errname(errno));
+	VM_EQ(write(fd, text, strlen(text)), (long)strlen(text));
+	close(fd);
+}
+
+static int userns_ret(int ret)
+{
+	return ret < 0 ? -errno : ret;
+}
+
+/* As NOBODY, then root (and CAP_SYS_ADMIN) of a user namespace of its own. */
+static void userns_main(void *arg)
+{
+	struct userns_job *job = arg;
+	struct moecache_pool_create pc;
+	struct moecache_pool_name pn;
+	struct vm_view v;
+	char map[64];
+	int fd;
+
+	close(vm_become_unprivileged(NOBODY, NOBODY, job->node));
+	/* setresuid() left /proc/self root's: the maps are written there. */
+	VM_OK(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0));
+	if (unshare(CLONE_NEWUSER) < 0) {
+		job->skip = errno;
+		return;
+	}
+	write_file("/proc/self/setgroups", "deny");
+	snprintf(map, sizeof(map), "0 %d 1", NOBODY);
+	write_file("/proc/self/uid_map", map);
+	write_file("/proc/self/gid_map", map);
+	job->euid = geteuid();
+	fd = open(job->node, O_RDWR | O_CLOEXEC);
+	VM_ASSERT(fd >= 0);
+	vm_fill_create(&pc, "vmt-userns-new", &vm_geom_default);
+	job->create = userns_ret(ioctl(fd, MOECACHE_IOC_POOL_CREATE, &pc));
+	memset(&pn, 0, sizeof(pn));
+	snprintf(pn.name, sizeof(pn.name), "%s", job->open);
+	job->destroy_open = userns_ret(ioctl(fd, MOECACHE_IOC_POOL_DESTROY, &pn));
+	job->attach_closed = vm_try_attach_fd(&v, fd, job->closed, MOECACHE_ROLE_CLIENT);
+	if (!job->attach_closed)
+		vm_detach(&v);
+	job->attach_fast = vm_try_attach_fd_flags(&v, fd, job->open, MOECACHE_ROLE_CLIENT,
+						  MOECACHE_ATTACH_FAST_PINS);
+	if (!job->attach_fast)
+		vm_detach(&v);
+	job->attach_client = vm_try_attach_fd(&v, fd, job->open, MOECACHE_ROLE_CLIENT);
+	if (!job->attach_client)
+		vm_detach(&v);
+	else
+		close(fd);
+}
+
+/*
+ * Checked: root of a user namespace an unprivileged user made (with
+ * CAP_SYS_ADMIN there) is that user to the driver: no pool creation, no
+ * destroy of root's pool, no sight of a 0600 pool, no fast pins; it
+ * attaches where the user may read.
+ */
+static void permission_userns_root_is_its_creator(struct vm_ctx *ctx)
+{
+	struct userns_job *job = vm_shared(sizeof(*job));
+	struct vm_geom g = vm_geom_default;
+	pid_t pid;
+
+	snprintf(job->closed, sizeof(job->closed), "%s", ctx->pool);
+	vm_pool_name(ctx, 1, job->open);
+	vm_pool_create(job->closed, &g);
+	g.mode = 0644;
+	vm_pool_create(job->open, &g);
+	vm_get_node(job->node, sizeof(job->node));
+	pid = vm_spawn(userns_main, job);
+	vm_reap_ok(pid, 10000, "the user namespace's root");
+	vm_put_node(job->node);
+	vm_pool_destroy(job->open);
+	vm_pool_destroy(job->closed);
+	if (job->skip)
+		vm_skip("no user namespace for an unprivileged user here: %s",
+			vm_errname(job->skip));
+	VM_EQ(job->euid, 0);
+	VM_EQ(job->create, -EPERM);
+	VM_EQ(job->destroy_open, -EPERM);
+	VM_EQ(job->attach_closed, -ENOENT);
+	VM_EQ(job->attach_fast, -EPERM);
+	VM_EQ(job->attach_client, 0);
+}
+
 static const struct vm_test review2_tests[] = {
     VM_TEST(permission_user_waits_bound,
 	    "a user other than the owner has at most max_user_waits WAITs at once (EAGAIN)"),
     VM_TEST_TIMEOUT(perf_commit_tenant_wait_herd,
 		    "one tenant trying 256 WAITs gets max_user_waits asleep; the COMMIT cost shown",
 		    240),
-    VM_TEST_TIMEOUT(perf_rel_all_far_pin,
-		    "REL_ALL of one pin costs under 10x on a 65536-slot pool what it does on 16 slots",
-		    120),
-    VM_TEST(permission_client_forced_writes_refused,
-	    "/proc/self/mem, process_vm_writev and mprotect cannot write a client's regions or bank"),
+    VM_TEST_TIMEOUT(
+	perf_rel_all_far_pin,
+	"REL_ALL of one pin costs under 10x on a 65536-slot pool what it does on 16 slots", 120),
+    VM_TEST(permission_userns_root_is_its_creator,
+	    "root of an unprivileged user namespace creates, destroys, sees and fast-pins nothing"),
+    VM_TEST(
+	permission_client_forced_writes_refused,
+	"/proc/self/mem, process_vm_writev and mprotect cannot write a client's regions or bank"),
 };
 
 const struct vm_suite vm_review2_suite = {review2_tests, ARRAY_SIZE(review2_tests)};

@@ -58,25 +58,6 @@ static void herd_wait_main(void *arg)
 				     MOECACHE_ACQ_WAIT | MOECACHE_ACQ_KEEP_WAITING, 0, NULL);
 }
 
-static char herd_proc_state(pid_t pid)
-{
-	char path[64], buf[512], *paren;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return '?';
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return '?';
-	buf[n] = 0;
-	paren = strrchr(buf, ')');
-	return paren && paren[1] == ' ' ? paren[2] : '?';
-}
-
 /* As NOBODY: attaches one client file and forks want WAITs on it. */
 static void herd_main(void *arg)
 {
@@ -92,7 +73,7 @@ static void herd_main(void *arg)
 		job->index = i;
 		pid[i] = vm_spawn(herd_wait_main, job);
 		/* Asleep in the WAIT, or refused. */
-		VM_WAIT_FOR(job->ret[i] != 1 || (job->started[i] && herd_proc_state(pid[i]) == 'S'),
+		VM_WAIT_FOR(job->ret[i] != 1 || (job->started[i] && vm_proc_state(pid[i]) == 'S'),
 			    20000);
 	}
 	for (i = 0; i < job->want; i++) {

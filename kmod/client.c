@@ -472,12 +472,32 @@ static bool acquire_may_progress(struct moecache_pool *pool,
 }
 
 /*
+ * May the oldest WAIT progress: is one of the experts it has not pinned
+ * resident (it pins them as they come), or idle (to ask for again)?
+ */
+static bool acquire_head_may_progress(struct moecache_pool *pool,
+				      struct acquire_ctx *ac)
+{
+	u32 i;
+	u8 st;
+
+	lockdep_assert_held(&pool->lock);
+	for (i = 0; i < ac->req.count; i++) {
+		if (ac->slots.ids[i] != MOECACHE_NONE)
+			continue;
+		st = pool->estate[ac->idx.ids[i]];
+		if (st == ES_IDLE || st == ES_RESIDENT)
+			return true;
+	}
+	return false;
+}
+
+/*
  * After a COMMIT, under pool->lock: marks the WAITs that its wake-up,
- * client_wake_marked(), wakes; the others sleep on. The oldest is
- * marked (it pins its experts as they come), and every other one that
- * may progress. Waking them all made every answered miss pay for each
- * WAIT asleep on the pool, whoever it waited for. Returns whether any
- * is marked.
+ * client_wake_marked(), wakes; the others sleep on. The oldest is marked
+ * if it may pin one more expert, every other one if it may progress.
+ * Waking them all made every answered miss pay for each WAIT asleep on
+ * the pool, whoever it waited for. Returns whether any is marked.
  *
  * No wake-up is lost: a WAIT is on client_wq before it looks at the pool
  * under pool->lock, and each wake-up is followed by another look; a
@@ -491,7 +511,8 @@ bool client_wake_mark(struct moecache_pool *pool)
 
 	lockdep_assert_held(&pool->lock);
 	list_for_each_entry(ac, &pool->waiters, wait_node) {
-		if (head || acquire_may_progress(pool, ac)) {
+		if (head ? acquire_head_may_progress(pool, ac) :
+			   acquire_may_progress(pool, ac)) {
 			WRITE_ONCE(ac->wake, true);
 			any = true;
 		}

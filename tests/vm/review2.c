@@ -42,6 +42,9 @@ struct herd_job {
 	int started[HERD_MAX];
 	unsigned int asleep; /* WAITs asleep once ready was passed */
 	unsigned int again;  /* WAITs refused with EAGAIN */
+	bool acq_rel;	     /* then an ACQUIRE_RELEASE|WAIT of slot 0's pin */
+	int acq_rel_ret;
+	__u32 acq_rel_pins; /* the file's pins on slot 0 after it */
 	struct vm_view view;
 	struct vm_gate ready;
 	struct vm_gate release;
@@ -56,6 +59,29 @@ static void herd_wait_main(void *arg)
 	job->started[i] = 1;
 	job->ret[i] = vm_try_acquire(&job->view, HERD_LAYER, &expert, 1, &slot,
 				     MOECACHE_ACQ_WAIT | MOECACHE_ACQ_KEEP_WAITING, 0, NULL);
+}
+
+/*
+ * With every WAIT place taken: pins expert 1 of layer 0 (resident in slot
+ * 0), then an ACQUIRE_RELEASE|WAIT that would drop that pin.
+ */
+static void herd_acquire_release(struct herd_job *job)
+{
+	struct moecache_acquire_release ar;
+	__u32 one = 1, expert = HERD_EXPERT, slot, rel = 0;
+
+	vm_acquire(&job->view, 0, &one, 1, &slot, 0, NULL);
+	VM_EQ(slot, 0);
+	memset(&ar, 0, sizeof(ar));
+	ar.acquire.layer = HERD_LAYER;
+	ar.acquire.count = 1;
+	ar.acquire.experts = (uintptr_t)&expert;
+	ar.acquire.slots = (uintptr_t)&slot;
+	ar.acquire.flags = MOECACHE_ACQ_WAIT | MOECACHE_ACQ_KEEP_WAITING;
+	ar.release_slots = (uintptr_t)&rel;
+	ar.release_count = 1;
+	job->acq_rel_ret = ioctl(job->view.fd, MOECACHE_IOC_ACQUIRE_RELEASE, &ar) < 0 ? -errno : 0;
+	job->acq_rel_pins = vm_load32(&job->view.pins[0]);
 }
 
 /* As NOBODY: attaches one client file and forks want WAITs on it. */
@@ -80,6 +106,8 @@ static void herd_main(void *arg)
 		job->asleep += job->ret[i] == 1;
 		job->again += job->ret[i] == -EAGAIN;
 	}
+	if (job->acq_rel)
+		herd_acquire_release(job);
 	vm_gate_pass(&job->ready);
 	vm_gate_wait(&job->release, 120000, "the test to let go");
 	for (i = 0; i < job->want; i++) {
@@ -91,7 +119,8 @@ static void herd_main(void *arg)
 	vm_detach(&job->view);
 }
 
-static struct herd_job *herd_start(const char *pool, unsigned int want, pid_t *pid)
+static struct herd_job *herd_start_with(const char *pool, unsigned int want, bool acq_rel,
+					pid_t *pid)
 {
 	struct herd_job *job = vm_shared(sizeof(*job));
 
@@ -99,11 +128,17 @@ static struct herd_job *herd_start(const char *pool, unsigned int want, pid_t *p
 	snprintf(job->pool, sizeof(job->pool), "%s", pool);
 	vm_get_node(job->node, sizeof(job->node));
 	job->want = want;
+	job->acq_rel = acq_rel;
 	vm_gate_open(&job->ready);
 	vm_gate_open(&job->release);
 	*pid = vm_spawn(herd_main, job);
 	vm_gate_wait(&job->ready, 60000, "the herd to fall asleep");
 	return job;
+}
+
+static struct herd_job *herd_start(const char *pool, unsigned int want, pid_t *pid)
+{
+	return herd_start_with(pool, want, false, pid);
 }
 
 static void herd_end(struct herd_job *job, pid_t pid)
@@ -133,10 +168,14 @@ static void permission_user_waits_bound(struct vm_ctx *ctx)
 	vm_pool_create(ctx->pool, &g);
 	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
 	vm_attach(&o, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_fill(&a, 0, 0, 1);
 	old = vm_param_set("max_user_waits", 2);
-	job = herd_start(ctx->pool, 4, &pid);
+	job = herd_start_with(ctx->pool, 4, true, &pid);
 	VM_EQ(job->asleep, 2);
 	VM_EQ(job->again, 2);
+	/* ACQUIRE_RELEASE refused so leaves its release undone. */
+	VM_EQ(job->acq_rel_ret, -EAGAIN);
+	VM_EQ(job->acq_rel_pins, 1);
 	/* A refused WAIT changed nothing: no miss, no access, no request. */
 	vm_stats(&a, MOECACHE_NONE, &st);
 	VM_EQ(st.misses, 2);

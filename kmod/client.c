@@ -415,11 +415,12 @@ static int acquire_progress(struct moecache_pool *pool,
 }
 
 /*
- * Every COMMIT, ABORT and agent change wakes every WAIT asleep on the
- * pool, in the agent's context: a tenant held to the pin share has at
- * most max_user_waits WAITs in progress, or one client could put any
- * number of threads to sleep on one file and slow every answered miss of
- * every tenant. False if the tenant has them all already.
+ * A COMMIT looks at every WAIT asleep on the pool under its lock, and an
+ * ABORT or an agent change wakes them all, in the agent's context: a
+ * tenant held to the pin share has at most max_user_waits WAITs in
+ * progress, or one client could put any number of threads to sleep on
+ * one file and slow every answered miss of every tenant. False if the
+ * tenant has them all already.
  */
 static bool tenant_wait_begin(struct moecache_file *mf)
 {

@@ -226,7 +226,7 @@ long ioc_commit(struct moecache_pool *pool, struct moecache_file *mf,
 {
 	struct moecache_fill_batch b;
 	struct moecache_fill *f;
-	bool moved = false;
+	bool moved = false, wake;
 	u32 i, idx, slot;
 	u64 clock;
 	int ret = 0;
@@ -268,8 +268,10 @@ long ioc_commit(struct moecache_pool *pool, struct moecache_file *mf,
 	if (moved)
 		smp_mb(); /* map[] before the next reader of fast pins: slot_reusable() */
 	map_write_end(pool);
+	wake = client_wake_mark(pool);
 	spin_unlock(&pool->lock);
-	wake_up_all(&pool->client_wq);
+	if (wake)
+		client_wake_marked(pool);
 	kfree(f);
 	return 0;
 

@@ -19,8 +19,9 @@
  * A file's pins count against its tenant's share by slot, not by pin:
  * n_pinned_slots counts the slots on which the file holds one or more.
  */
-static void file_slot_pinned(struct moecache_file *mf)
+static void file_slot_pinned(struct moecache_file *mf, u32 slot)
 {
+	__set_bit(slot, mf->pinned);
 	mf->n_pinned_slots++;
 	if (mf->tenant)
 		mf->tenant->pinned_slots++;
@@ -52,7 +53,7 @@ static void pin_slot(struct moecache_pool *pool, struct moecache_file *mf,
 {
 	lockdep_assert_held(&pool->lock);
 	if (!mf->pins[slot]++)
-		file_slot_pinned(mf);
+		file_slot_pinned(mf, slot);
 	mf->n_pins++;
 	if (pool->pins[slot] == 0)
 		pool->n_pinned_slots++;
@@ -154,19 +155,26 @@ void request_requeue(struct moecache_pool *pool, u32 idx)
 	}
 }
 
+/*
+ * All of a slot's pins at once (a file may hold max_file_pins), and only
+ * the slots the file pins: a walk over every slot of the pool, under its
+ * lock, was one a client could make at will with a single pin on the last
+ * slot (REL_ALL in a loop).
+ */
 static void drop_all_pins(struct moecache_pool *pool, struct moecache_file *mf)
 {
 	u32 slot;
 
 	lockdep_assert_held(&pool->lock);
-	/* All of a slot's pins at once: a file may hold max_file_pins. */
-	for (slot = 0; slot < pool->n_slots && mf->n_pins; slot++) {
-		if (!mf->pins[slot])
+	for_each_set_bit(slot, mf->pinned, pool->n_slots) {
+		__clear_bit(slot, mf->pinned);
+		if (WARN_ON_ONCE(!mf->pins[slot]))
 			continue;
 		unpin_slot(pool, slot, mf->pins[slot]);
 		mf->n_pins -= mf->pins[slot];
 		mf->pins[slot] = 0;
 	}
+	WARN_ON_ONCE(mf->n_pins);
 	file_slots_unpinned(mf, mf->n_pinned_slots);
 }
 
@@ -277,6 +285,9 @@ struct acquire_ctx {
 	u32 n_pinned;
 	u32 fail_snap;
 	struct list_head wait_node;	/* pool->waiters, while it waits */
+	struct wait_queue_entry wq_entry;	/* on pool->client_wq */
+	bool wake;		/* marked by client_wake_mark() */
+	u32 hint;		/* where client_wake_mark() last found a miss */
 };
 
 static void acquire_pin(struct moecache_pool *pool, struct moecache_file *mf,
@@ -307,8 +318,10 @@ static void acquire_unpin(struct moecache_pool *pool, struct moecache_file *mf,
 		ac->slots.ids[i] = MOECACHE_NONE;
 		if (!mf->pins[slot])
 			continue;
-		if (!--mf->pins[slot])
+		if (!--mf->pins[slot]) {
+			__clear_bit(slot, mf->pinned);
 			file_slots_unpinned(mf, 1);
+		}
 		mf->n_pins--;
 		unpin_slot(pool, slot, 1);
 	}
@@ -401,12 +414,137 @@ static int acquire_progress(struct moecache_pool *pool,
 	return ac->n_pinned == ac->req.count;
 }
 
+/*
+ * A COMMIT looks at every WAIT asleep on the pool under its lock, and an
+ * ABORT or an agent change wakes them all, in the agent's context: a
+ * tenant held to the pin share has at most max_user_waits WAITs in
+ * progress, or one client could put any number of threads to sleep on
+ * one file and slow every answered miss of every tenant. False if the
+ * tenant has them all already.
+ */
+static bool tenant_wait_begin(struct moecache_file *mf)
+{
+	if (!mf->tenant)
+		return true;
+	if (mf->tenant->n_waits >= READ_ONCE(max_user_waits))
+		return false;
+	mf->tenant->n_waits++;
+	return true;
+}
+
+static void tenant_wait_end(struct moecache_file *mf)
+{
+	if (mf->tenant)
+		mf->tenant->n_waits--;
+}
+
 static void acquire_undo(struct moecache_pool *pool, struct moecache_file *mf,
 			 struct acquire_ctx *ac)
 {
 	spin_lock(&pool->lock);
 	acquire_unpin(pool, mf, ac);
 	spin_unlock(&pool->lock);
+}
+
+/*
+ * May a WAIT that is not the oldest progress: are all of its experts
+ * resident, or has one gone idle (committed and evicted since it asked:
+ * it must ask again)? The scan starts where the last one stopped, at an
+ * expert still missing then, so that a WAIT for an expert nobody fills
+ * costs a COMMIT one look.
+ */
+static bool acquire_may_progress(struct moecache_pool *pool,
+				 struct acquire_ctx *ac)
+{
+	u32 k, i = ac->hint, n = ac->req.count;
+	u8 st;
+
+	lockdep_assert_held(&pool->lock);
+	for (k = 0; k < n; k++, i = i + 1 == n ? 0 : i + 1) {
+		st = pool->estate[ac->idx.ids[i]];
+		if (st == ES_IDLE)
+			return true;
+		if (st != ES_RESIDENT) {
+			ac->hint = i;
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * May the oldest WAIT progress: is one of the experts it has not pinned
+ * resident (it pins them as they come), or idle (to ask for again)?
+ */
+static bool acquire_head_may_progress(struct moecache_pool *pool,
+				      struct acquire_ctx *ac)
+{
+	u32 i;
+	u8 st;
+
+	lockdep_assert_held(&pool->lock);
+	for (i = 0; i < ac->req.count; i++) {
+		if (ac->slots.ids[i] != MOECACHE_NONE)
+			continue;
+		st = pool->estate[ac->idx.ids[i]];
+		if (st == ES_IDLE || st == ES_RESIDENT)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * After a COMMIT, under pool->lock: marks the WAITs that its wake-up,
+ * client_wake_marked(), wakes; the others sleep on. The oldest is marked
+ * if it may pin one more expert, every other one if it may progress.
+ * Waking them all made every answered miss pay for each WAIT asleep on
+ * the pool, whoever it waited for. Returns whether any is marked.
+ *
+ * No wake-up is lost: a WAIT is on client_wq before it looks at the pool
+ * under pool->lock, and each wake-up is followed by another look; a
+ * COMMIT after its last look marks it here, under that lock, if that
+ * COMMIT lets it progress.
+ */
+bool client_wake_mark(struct moecache_pool *pool)
+{
+	struct acquire_ctx *ac;
+	bool any = false, head = true;
+
+	lockdep_assert_held(&pool->lock);
+	list_for_each_entry(ac, &pool->waiters, wait_node) {
+		if (head ? acquire_head_may_progress(pool, ac) :
+			   acquire_may_progress(pool, ac)) {
+			WRITE_ONCE(ac->wake, true);
+			any = true;
+		}
+		head = false;
+	}
+	return any;
+}
+
+void client_wake_marked(struct moecache_pool *pool)
+{
+	/* Any key: acquire_wake() then wakes the marked WAITs only. */
+	__wake_up(&pool->client_wq, TASK_NORMAL, 0, pool);
+}
+
+/*
+ * The wake function of a sleeping WAIT: every wake-up but a COMMIT's
+ * (an abort, an agent change, an older WAIT leaving) wakes it; a COMMIT's
+ * only if client_wake_mark() marked it.
+ */
+static int acquire_wake(struct wait_queue_entry *wq_entry, unsigned int mode,
+			int sync, void *key)
+{
+	struct acquire_ctx *ac = container_of(wq_entry, struct acquire_ctx,
+					      wq_entry);
+
+	if (key) {
+		if (!READ_ONCE(ac->wake))
+			return 0;
+		WRITE_ONCE(ac->wake, false);
+	}
+	return autoremove_wake_function(wq_entry, mode, sync, key);
 }
 
 /*
@@ -423,24 +561,40 @@ static int acquire_wait(struct moecache_pool *pool, struct moecache_file *mf,
 					 MAX_SCHEDULE_TIMEOUT;
 	ktime_t start = ktime_get();
 	bool wake_next;
-	int done = 0;
-	long ret;
+	long intr;
+	int done;
 
+	init_wait(&ac->wq_entry);
+	ac->wq_entry.func = acquire_wake;
 	spin_lock(&pool->lock);
+	ac->wake = false;
+	ac->hint = 0;
 	list_add_tail(&ac->wait_node, &pool->waiters);
 	if (!acquire_is_head(pool, ac))
 		acquire_unpin(pool, mf, ac);
 	spin_unlock(&pool->lock);
 
-	ret = wait_event_interruptible_timeout(pool->client_wq,
-					       (done = acquire_progress(pool, mf, ac)),
-					       left);
-	if (ret < 0)
-		done = -EINTR;
-	else if (ret == 0 && done <= 0)
-		done = -ETIMEDOUT;
+	/* As wait_event_interruptible_timeout(), with acquire_wake(). */
+	for (;;) {
+		intr = prepare_to_wait_event(&pool->client_wq, &ac->wq_entry,
+					     TASK_INTERRUPTIBLE);
+		done = acquire_progress(pool, mf, ac);
+		if (done)
+			break;
+		if (intr) {
+			done = -EINTR;
+			break;
+		}
+		if (!left) {
+			done = -ETIMEDOUT;
+			break;
+		}
+		left = schedule_timeout(left);
+	}
+	finish_wait(&pool->client_wq, &ac->wq_entry);
 
 	spin_lock(&pool->lock);
+	tenant_wait_end(mf);
 	wake_next = acquire_is_head(pool, ac);
 	list_del(&ac->wait_node);
 	wake_next &= !list_empty(&pool->waiters);
@@ -521,8 +675,11 @@ static void release_commit(struct moecache_pool *pool,
 	lockdep_assert_held(&pool->lock);
 	mf->n_pins -= count;
 	file_slots_unpinned(mf, freed);
-	for (i = 0; i < count; i++)
+	for (i = 0; i < count; i++) {
+		if (!mf->pins[slots[i]])
+			__clear_bit(slots[i], mf->pinned);
 		unpin_slot(pool, slots[i], 1);
+	}
 }
 
 /* Drops one pin of mf per listed slot: all of them, or none (-EINVAL). */
@@ -626,6 +783,12 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 		ret = -EDQUOT;
 		goto out_free_slots;
 	}
+	if ((ac.req.flags & MOECACHE_ACQ_WAIT) && !tenant_wait_begin(mf)) {
+		release_untake(mf, rel, rel_count);
+		spin_unlock(&pool->lock);
+		ret = -EAGAIN;
+		goto out_free_slots;
+	}
 	if (rel_count)
 		release_commit(pool, mf, rel, rel_count, freed);
 	ac.fail_snap = pool->fail_counter;
@@ -660,6 +823,9 @@ static long do_acquire(struct moecache_pool *pool, struct moecache_file *mf,
 	layer_count(pool, ac.req.layer, C_MISSES, misses);
 	layer_count(pool, ac.req.layer, C_PREFETCH_HITS, prefetch_hits);
 	storm = storm_check(pool, misses);
+	/* Nothing to wait for: acquire_wait() is not called to end it. */
+	if ((ac.req.flags & MOECACHE_ACQ_WAIT) && !misses)
+		tenant_wait_end(mf);
 	spin_unlock(&pool->lock);
 	if (wake_agent)
 		wake_up_interruptible(&pool->agent_wq);

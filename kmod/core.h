@@ -76,6 +76,7 @@ extern unsigned int max_file_pins;
 extern unsigned int max_pool_files;
 extern unsigned int max_banks;
 extern unsigned int max_pin_share;
+extern unsigned int max_user_waits;
 
 /* Host pages are taken in blocks of up to 2^HIGH_ORDER pages. */
 #define MOECACHE_HIGH_ORDER	9
@@ -134,7 +135,8 @@ struct moecache_fast_ref;
 /*
  * The client files of one effective uid (their opener's, f_cred) attached
  * to a pool, but for the pool's owner and CAP_SYS_ADMIN: together they
- * may hold pins on at most pool_pin_share() slots (max_pin_share). On
+ * may hold pins on at most pool_pin_share() slots (max_pin_share) and
+ * have at most max_user_waits ACQUIRE|WAITs in progress. On
  * pool->tenants while a file refers to it; under pool->lock.
  */
 struct moecache_tenant {
@@ -142,6 +144,7 @@ struct moecache_tenant {
 	kuid_t uid;
 	u32 n_files;
 	u32 pinned_slots;	/* the sum of its files' n_pinned_slots */
+	u32 n_waits;		/* its ACQUIRE|WAITs in progress, max_user_waits */
 };
 
 /*
@@ -247,6 +250,7 @@ struct moecache_file {
 	u32 role;
 	struct list_head node;		/* pool->files */
 	u32 *pins;			/* clients: pins per slot */
+	unsigned long *pinned;		/* clients: the slots with pins[slot] > 0 */
 	u32 n_pins;			/* clients: their sum, <= max_file_pins */
 	u32 n_pinned_slots;		/* clients: slots with pins[slot] > 0 */
 	/* Clients held to the pin share: their uid's; NULL for exempt ones. */
@@ -441,6 +445,9 @@ void request_done(struct moecache_pool *pool, u32 idx);
 void request_requeue(struct moecache_pool *pool, u32 idx);
 void client_detach(struct moecache_pool *pool, struct moecache_file *mf);
 int check_target(struct moecache_pool *pool, u32 layer, u32 expert, u32 *idx);
+/* A COMMIT wakes only the WAITs it may let progress: mark, then wake. */
+bool client_wake_mark(struct moecache_pool *pool);
+void client_wake_marked(struct moecache_pool *pool);
 
 /* file.c */
 bool moecache_file_is_ours(struct file *file);

@@ -81,7 +81,7 @@ static struct moecache_tenant *tenant_leave(struct moecache_pool *pool,
 	mf->tenant = NULL;
 	if (!t || --t->n_files)
 		return NULL;
-	WARN_ON_ONCE(t->pinned_slots);
+	WARN_ON_ONCE(t->pinned_slots || t->n_waits);
 	list_del(&t->node);
 	return t;
 }
@@ -137,6 +137,7 @@ static int moecache_release(struct inode *inode, struct file *file)
 		kref_put(&pool->ref, pool_release);
 	}
 	kvfree(mf->pins);
+	bitmap_free(mf->pinned);
 	bitmap_free(mf->asked);
 	/* Off the fast_pinners lists: no evictor reads it any more. */
 	vfree(mf->fast_pins);
@@ -226,6 +227,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 	struct moecache_attach req;
 	struct moecache_pool *pool;
 	u32 *pins = NULL, *fast_pins = NULL;
+	unsigned long *pinned = NULL;
 	struct moecache_fast_ref *fast_refs = NULL;
 	struct moecache_tenant *tenant = NULL;
 	size_t fast_pins_size = 0;
@@ -287,11 +289,12 @@ static long ioc_attach(struct moecache_pool *unattached,
 		user_bounded = attach_user_bounded(pool, mf);
 		pins = kvcalloc(pool->n_slots, sizeof(*pins),
 				GFP_KERNEL_ACCOUNT);
+		pinned = bitmap_zalloc(pool->n_slots, GFP_KERNEL_ACCOUNT);
 		asked = bitmap_zalloc(pool->n_idx, GFP_KERNEL_ACCOUNT);
 		/* Used if this is the first file of its uid in the pool. */
 		if (!exempt)
 			tenant = kzalloc_obj(*tenant, GFP_KERNEL_ACCOUNT);
-		if (!pins || !asked || (!exempt && !tenant)) {
+		if (!pins || !pinned || !asked || (!exempt && !tenant)) {
 			ret = -ENOMEM;
 			goto out_unlock;
 		}
@@ -327,6 +330,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 	}
 	mf->role = req.role;
 	mf->pins = pins;
+	mf->pinned = pinned;
 	mf->asked = asked;
 	mf->fast_pins = fast_pins;
 	mf->fast_pins_size = fast_pins_size;
@@ -334,6 +338,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 	for (page = 0; fast_refs && page < pool->n_fast_pages; page++)
 		fast_refs[page].mf = mf;
 	pins = NULL;
+	pinned = NULL;
 	asked = NULL;
 	fast_pins = NULL;
 	fast_refs = NULL;
@@ -386,6 +391,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 out_unlock:
 	mutex_unlock(&moecache_pools_lock);
 	kvfree(pins);
+	bitmap_free(pinned);
 	bitmap_free(asked);
 	vfree(fast_pins);
 	kvfree(fast_refs);

@@ -84,6 +84,10 @@ unsigned int max_pin_share = 50;
 module_param_cb(max_pin_share, &pin_share_ops, &max_pin_share, 0644);
 MODULE_PARM_DESC(max_pin_share, "Percent of a pool's slots (1 to 100) that the clients of one uid, other than the pool's owner and CAP_SYS_ADMIN, may hold pinned; ACQUIRE beyond it is EDQUOT (default 50)");
 
+unsigned int max_user_waits = 16;
+module_param(max_user_waits, uint, 0644);
+MODULE_PARM_DESC(max_user_waits, "Most ACQUIRE|WAITs in progress on one pool for the clients of one uid, other than the pool's owner and CAP_SYS_ADMIN; a WAIT beyond it is EAGAIN (default 16)");
+
 /* The outer lock: see the lock order in core.h. */
 DEFINE_MUTEX(moecache_pools_lock);
 LIST_HEAD(moecache_pools);

@@ -183,6 +183,8 @@ struct moecache_attach {
  * than max_pin_share percent of the pool's slots (the pool's owner and
  * CAP_SYS_ADMIN are exempt); the call is refused whole, or a WAIT whose
  * room the uid's other files took meanwhile gives up.
+ * -EAGAIN (WAIT only): the clients of that uid have max_user_waits WAITs
+ * in progress on the pool already (the same exemptions); nothing changed.
  * With CPU the caller computes this call's misses on the CPU: they are
  * queued as MOECACHE_REQ_CPU (an admission nobody waits on) instead of
  * MOECACHE_REQ_DEMAND; WAIT|CPU is -EINVAL, NO_QUEUE|CPU queues nothing.

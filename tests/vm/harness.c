@@ -689,7 +689,7 @@ bool vm_running(pid_t pid)
 	return si.si_pid == 0;
 }
 
-static char vm_proc_state(pid_t pid)
+char vm_proc_state(pid_t pid)
 {
 	char path[64], buf[512], *close_paren;
 	ssize_t n;

@@ -79,6 +79,7 @@ extern const struct vm_suite vm_memcg_suite;
 extern const struct vm_suite vm_probing_suite;
 extern const struct vm_suite vm_tiers_suite;
 extern const struct vm_suite vm_review_suite;
+extern const struct vm_suite vm_review2_suite;
 extern const struct vm_suite vm_pin_share_suite;
 
 /* Highest suffix vm_pool_name() may be given; the runner cleans these up. */
@@ -272,6 +273,8 @@ void vm_reap_ok(pid_t pid, int timeout_ms, const char *what);
 void vm_kill(pid_t pid, const char *what);
 /* True while pid has not exited (it is not reaped). */
 bool vm_running(pid_t pid);
+/* pid's state letter in /proc/PID/stat ('S', 'R', 'Z', ...), '?' if unread. */
+char vm_proc_state(pid_t pid);
 /* Waits until pid sleeps (state S in /proc) or fails after timeout_ms. */
 void vm_wait_sleeping(pid_t pid, int timeout_ms, const char *what);
 /* Anonymous memory shared with children forked later. */

@@ -30,6 +30,7 @@ static const struct vm_suite *const vm_suites[] = {
     &vm_probing_suite,
     &vm_tiers_suite,
     &vm_review_suite,
+    &vm_review2_suite,
     &vm_pin_share_suite,
     /* Last: it ends with the module-unload check. */
     &vm_lifetime_suite,

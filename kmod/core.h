@@ -38,7 +38,10 @@
  * (pins_region_fault(); the ordering argument is at slot_fast_pinned()).
  *
  * pool->lock is never held across copy_{to,from}_user, allocation or
- * sleeping. mf->pool is published with release order once the file is
+ * sleeping. Nor is moecache_pools_lock held across what a caller's memory
+ * cgroup pays for: a pool's host pages and an attaching file's arrays are
+ * allocated before it is taken (attach_bufs_prepare()), so a caller whose
+ * cgroup must reclaim stalls only itself. mf->pool is published with release order once the file is
  * fully attached and never changes afterwards, so ioctls read it with an
  * acquire load and no lock.
  */

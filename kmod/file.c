@@ -32,19 +32,6 @@ static void fast_refs_del(struct moecache_pool *pool, struct moecache_file *mf)
 		list_del_init(&mf->fast_refs[page].node);
 }
 
-static struct moecache_fast_ref *fast_refs_alloc(struct moecache_pool *pool)
-{
-	struct moecache_fast_ref *refs;
-	u32 page;
-
-	refs = kvcalloc(pool->n_fast_pages, sizeof(*refs), GFP_KERNEL_ACCOUNT);
-	if (!refs)
-		return NULL;
-	for (page = 0; page < pool->n_fast_pages; page++)
-		INIT_LIST_HEAD(&refs[page].node);
-	return refs;
-}
-
 /*
  * Counts mf among its tenant's files, taking the tenant of its uid from
  * the pool or, for the first file of a uid, *spare (which is then used).
@@ -221,18 +208,107 @@ static bool attach_client_room(struct moecache_pool *pool,
 	return mine < user_max;
 }
 
+/*
+ * What a file's ATTACH allocates: its pins and request bookkeeping (a
+ * client) and its fast-pins region. Sized by the pool's geometry, and
+ * allocated before moecache_pools_lock is taken for the attach itself, so
+ * that an attacher whose memory cgroup must reclaim stalls only itself,
+ * not every pool's ATTACH, CREATE and DESTROY.
+ */
+struct attach_bufs {
+	u32 n_slots, n_idx, n_fast_pages;
+	u32 *pins;
+	unsigned long *pinned;
+	unsigned long *asked;
+	struct moecache_tenant *tenant;
+	u32 *fast_pins;
+	size_t fast_pins_size;
+	struct moecache_fast_ref *fast_refs;
+};
+
+static void attach_bufs_free(struct attach_bufs *b)
+{
+	kvfree(b->pins);
+	bitmap_free(b->pinned);
+	bitmap_free(b->asked);
+	kfree(b->tenant);
+	vfree(b->fast_pins);
+	kvfree(b->fast_refs);
+	memset(b, 0, sizeof(*b));
+}
+
+static int attach_bufs_alloc(struct attach_bufs *b, u32 role, u32 flags)
+{
+	u32 page;
+
+	if (role == MOECACHE_ROLE_CLIENT) {
+		b->pins = kvcalloc(b->n_slots, sizeof(*b->pins),
+				   GFP_KERNEL_ACCOUNT);
+		b->pinned = bitmap_zalloc(b->n_slots, GFP_KERNEL_ACCOUNT);
+		b->asked = bitmap_zalloc(b->n_idx, GFP_KERNEL_ACCOUNT);
+		/* Used if this is the first file of its uid in the pool. */
+		b->tenant = kzalloc_obj(*b->tenant, GFP_KERNEL_ACCOUNT);
+		if (!b->pins || !b->pinned || !b->asked || !b->tenant)
+			return -ENOMEM;
+	}
+	if (flags & MOECACHE_ATTACH_FAST_PINS) {
+		b->fast_pins_size = PAGE_ALIGN((size_t)b->n_slots * sizeof(u32));
+		/* Whole pages, zeroed, charged to the attacher; see pins_region_fault(). */
+		b->fast_pins = __vmalloc(b->fast_pins_size,
+					 GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		b->fast_refs = kvcalloc(b->n_fast_pages, sizeof(*b->fast_refs),
+					GFP_KERNEL_ACCOUNT);
+		if (!b->fast_pins || !b->fast_refs)
+			return -ENOMEM;
+		for (page = 0; page < b->n_fast_pages; page++)
+			INIT_LIST_HEAD(&b->fast_refs[page].node);
+	}
+	return 0;
+}
+
+/*
+ * Were b's buffers made for pool? The pool of that name may have been
+ * made, or destroyed and made again, since the first look.
+ */
+static bool attach_bufs_fit(const struct attach_bufs *b,
+			    const struct moecache_pool *pool, u32 role)
+{
+	return b->n_slots == pool->n_slots && b->n_idx == pool->n_idx &&
+	       b->n_fast_pages == pool->n_fast_pages &&
+	       (role != MOECACHE_ROLE_CLIENT || b->pins);
+}
+
+/*
+ * The first look, under moecache_pools_lock: the sizes of what the attach
+ * of a pool of that name needs, if it may attach at all (else nothing is
+ * allocated; the checks are made again, and answered, under the lock).
+ */
+static int attach_bufs_prepare(struct attach_bufs *b, const char *name,
+			       struct moecache_file *mf, u32 role, u32 flags,
+			       int want)
+{
+	struct moecache_pool *pool;
+	bool sized = false;
+
+	mutex_lock(&moecache_pools_lock);
+	pool = pool_find(name);
+	if (pool && pool_permits(pool, want, mf)) {
+		b->n_slots = pool->n_slots;
+		b->n_idx = pool->n_idx;
+		b->n_fast_pages = pool->n_fast_pages;
+		sized = true;
+	}
+	mutex_unlock(&moecache_pools_lock);
+	return sized ? attach_bufs_alloc(b, role, flags) : 0;
+}
+
 static long ioc_attach(struct moecache_pool *unattached,
 		       struct moecache_file *mf, void __user *argp)
 {
 	struct moecache_attach req;
 	struct moecache_pool *pool;
-	u32 *pins = NULL, *fast_pins = NULL;
-	unsigned long *pinned = NULL;
-	struct moecache_fast_ref *fast_refs = NULL;
-	struct moecache_tenant *tenant = NULL;
-	size_t fast_pins_size = 0;
+	struct attach_bufs bufs = {};
 	u32 page;
-	unsigned long *asked = NULL;
 	struct moecache_pool_owner owner;
 	int want, ret = 0;
 	struct pid *lost_pid = NULL;
@@ -261,12 +337,24 @@ static long ioc_attach(struct moecache_pool *unattached,
 	if (copy_to_user(argp, &req, sizeof(req)))
 		return -EFAULT;
 
-	mutex_lock(&moecache_pools_lock);
+	for (;;) {
+		ret = attach_bufs_prepare(&bufs, req.name, mf, req.role,
+					  req.flags, want);
+		if (ret)
+			goto out_free;
+		mutex_lock(&moecache_pools_lock);
+		pool = pool_find(req.name);
+		/* Answered below, or sized for: no second look. */
+		if (!pool || !pool_permits(pool, want, mf) ||
+		    attach_bufs_fit(&bufs, pool, req.role))
+			break;
+		mutex_unlock(&moecache_pools_lock);
+		attach_bufs_free(&bufs);
+	}
 	if (mf->pool) {
 		ret = -EALREADY;
 		goto out_unlock;
 	}
-	pool = pool_find(req.name);
 	if (!pool) {
 		ret = -ENOENT;
 		goto out_unlock;
@@ -285,31 +373,8 @@ static long ioc_attach(struct moecache_pool *unattached,
 		ret = -EPERM;
 		goto out_unlock;
 	}
-	if (req.role == MOECACHE_ROLE_CLIENT) {
+	if (req.role == MOECACHE_ROLE_CLIENT)
 		user_bounded = attach_user_bounded(pool, mf);
-		pins = kvcalloc(pool->n_slots, sizeof(*pins),
-				GFP_KERNEL_ACCOUNT);
-		pinned = bitmap_zalloc(pool->n_slots, GFP_KERNEL_ACCOUNT);
-		asked = bitmap_zalloc(pool->n_idx, GFP_KERNEL_ACCOUNT);
-		/* Used if this is the first file of its uid in the pool. */
-		if (!exempt)
-			tenant = kzalloc_obj(*tenant, GFP_KERNEL_ACCOUNT);
-		if (!pins || !pinned || !asked || (!exempt && !tenant)) {
-			ret = -ENOMEM;
-			goto out_unlock;
-		}
-	}
-	if (req.flags & MOECACHE_ATTACH_FAST_PINS) {
-		fast_pins_size = PAGE_ALIGN((size_t)pool->n_slots * sizeof(u32));
-		/* Whole pages, zeroed, charged to the attacher; see pins_region_fault(). */
-		fast_pins = __vmalloc(fast_pins_size,
-				      GFP_KERNEL_ACCOUNT | __GFP_ZERO);
-		fast_refs = fast_refs_alloc(pool);
-		if (!fast_pins || !fast_refs) {
-			ret = -ENOMEM;
-			goto out_unlock;
-		}
-	}
 
 	spin_lock(&pool->lock);
 	if (req.role == MOECACHE_ROLE_CLIENT &&
@@ -329,25 +394,25 @@ static long ioc_attach(struct moecache_pool *unattached,
 		agent_detach(pool);
 	}
 	mf->role = req.role;
-	mf->pins = pins;
-	mf->pinned = pinned;
-	mf->asked = asked;
-	mf->fast_pins = fast_pins;
-	mf->fast_pins_size = fast_pins_size;
-	mf->fast_refs = fast_refs;
-	for (page = 0; fast_refs && page < pool->n_fast_pages; page++)
-		fast_refs[page].mf = mf;
-	pins = NULL;
-	pinned = NULL;
-	asked = NULL;
-	fast_pins = NULL;
-	fast_refs = NULL;
+	mf->pins = bufs.pins;
+	mf->pinned = bufs.pinned;
+	mf->asked = bufs.asked;
+	mf->fast_pins = bufs.fast_pins;
+	mf->fast_pins_size = bufs.fast_pins_size;
+	mf->fast_refs = bufs.fast_refs;
+	for (page = 0; bufs.fast_refs && page < pool->n_fast_pages; page++)
+		bufs.fast_refs[page].mf = mf;
+	bufs.pins = NULL;
+	bufs.pinned = NULL;
+	bufs.asked = NULL;
+	bufs.fast_pins = NULL;
+	bufs.fast_refs = NULL;
 	list_add_tail(&mf->node, &pool->files);
 	pool->n_files++;
 	if (req.role == MOECACHE_ROLE_CLIENT) {
 		pool->n_clients++;
 		if (!exempt)
-			tenant_join(pool, mf, &tenant);
+			tenant_join(pool, mf, &bufs.tenant);
 	}
 	if (req.role == MOECACHE_ROLE_AGENT) {
 		WRITE_ONCE(pool->agent_pid, get_pid(task_tgid(current)));
@@ -372,8 +437,8 @@ static long ioc_attach(struct moecache_pool *unattached,
 	/* Fully attached: pairs with the acquire loads of mf->pool. */
 	smp_store_release(&mf->pool, pool);
 	mutex_unlock(&moecache_pools_lock);
-	/* Not needed: the uid had a tenant already. */
-	kfree(tenant);
+	/* Not needed: the uid had a tenant already, or none is held to a share. */
+	attach_bufs_free(&bufs);
 
 	if (lost_pid) {
 		moecache_nl_event(MOECACHE_EV_AGENT_LOST, req.name, &owner,
@@ -390,12 +455,8 @@ static long ioc_attach(struct moecache_pool *unattached,
 
 out_unlock:
 	mutex_unlock(&moecache_pools_lock);
-	kvfree(pins);
-	bitmap_free(pinned);
-	bitmap_free(asked);
-	vfree(fast_pins);
-	kvfree(fast_refs);
-	kfree(tenant);
+out_free:
+	attach_bufs_free(&bufs);
 	return ret;
 }
 

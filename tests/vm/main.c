@@ -32,6 +32,7 @@ static const struct vm_suite *const vm_suites[] = {
     &vm_review_suite,
     &vm_review2_suite,
     &vm_pin_share_suite,
+    &vm_attach_suite,
     /* Last: it ends with the module-unload check. */
     &vm_lifetime_suite,
 };

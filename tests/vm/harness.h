@@ -77,6 +77,7 @@ extern const struct vm_suite vm_acq_cpu_suite;
 extern const struct vm_suite vm_memlock_suite;
 extern const struct vm_suite vm_memcg_suite;
 extern const struct vm_suite vm_attach_suite;
+extern const struct vm_suite vm_lib_wait_suite;
 extern const struct vm_suite vm_probing_suite;
 extern const struct vm_suite vm_tiers_suite;
 extern const struct vm_suite vm_review_suite;

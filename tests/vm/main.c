@@ -33,6 +33,7 @@ static const struct vm_suite *const vm_suites[] = {
     &vm_review2_suite,
     &vm_pin_share_suite,
     &vm_attach_suite,
+    &vm_lib_wait_suite,
     /* Last: it ends with the module-unload check. */
     &vm_lifetime_suite,
 };

@@ -914,3 +914,44 @@ void vm_best_side_by_side(unsigned int rounds, uint64_t (*time)(void *pool), voi
 		*best_b = t < *best_b ? t : *best_b;
 	}
 }
+
+void vm_commit_pool_setup(struct vm_commit_pool *p, __u32 mode, unsigned int cycles)
+{
+	struct vm_geom g = vm_geom_default;
+
+	g.mode = mode;
+	p->cycles = cycles;
+	vm_pool_create(p->name, &g);
+	vm_attach(&p->a, p->name, MOECACHE_ROLE_AGENT);
+	vm_attach(&p->asker, p->name, MOECACHE_ROLE_CLIENT);
+	vm_fill(&p->a, 0, 0, 0);
+	p->expert = 0;
+}
+
+uint64_t vm_commit_pool_time(void *pool)
+{
+	struct vm_commit_pool *p = pool;
+	struct moecache_acquire acq;
+	uint64_t spent = 0, t0;
+	__u32 next, slot;
+	unsigned int k;
+
+	for (k = 0; k < p->cycles; k++) {
+		next = p->expert == 0 ? 1 : 0;
+		VM_EQ(vm_try_acquire(&p->asker, 0, &next, 1, &slot, 0, 0, &acq), 0);
+		VM_EQ(acq.n_pinned, 0);
+		vm_evict(&p->a, 0, 0, next, NULL);
+		t0 = vm_now_ns();
+		vm_commit1(&p->a, 0, 0, next, 0);
+		spent += vm_now_ns() - t0;
+		p->expert = next;
+	}
+	return spent;
+}
+
+void vm_commit_pool_teardown(struct vm_commit_pool *p)
+{
+	vm_detach(&p->asker);
+	vm_detach(&p->a);
+	vm_pool_destroy(p->name);
+}

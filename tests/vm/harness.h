@@ -302,6 +302,26 @@ unsigned int vm_idle_files(unsigned int want);
 void vm_best_side_by_side(unsigned int rounds, uint64_t (*time)(void *pool), void *a, void *b,
 			  uint64_t *best_a, uint64_t *best_b);
 
+/*
+ * A pool (vm_geom_default, of the given mode) with an agent and a client,
+ * the asker, for timing the COMMIT of an expert someone asked for: in each
+ * of cycles turns the asker misses on the expert of layer 0 not in slot 0,
+ * the agent EVICTs slot 0 for it and COMMITs; only the COMMIT is timed.
+ */
+struct vm_commit_pool {
+	char name[MOECACHE_NAME_LEN];
+	unsigned int cycles;
+	struct vm_view a;
+	struct vm_view asker;
+	__u32 expert; /* in slot 0 */
+	uint64_t best;
+};
+
+void vm_commit_pool_setup(struct vm_commit_pool *p, __u32 mode, unsigned int cycles);
+/* Nanoseconds spent in p's cycles COMMITs; a time function of vm_best_side_by_side(). */
+uint64_t vm_commit_pool_time(void *p);
+void vm_commit_pool_teardown(struct vm_commit_pool *p);
+
 /* A one-way pipe used to say "I got here" between processes. */
 struct vm_gate {
 	int rd;

@@ -168,9 +168,9 @@ static void bad_input_rel_all_during_wait_no_underflow(struct vm_ctx *ctx)
 struct flood_job {
 	char pool[MOECACHE_NAME_LEN];
 	char node[64];
-	unsigned int want;	/* client files to attach */
+	unsigned int want; /* client files to attach */
 	unsigned int attached;
-	int last_ret;		/* of the attach that stopped it, 0 if none did */
+	int last_ret; /* of the attach that stopped it, 0 if none did */
 	struct vm_gate ready;
 	struct vm_gate release;
 };
@@ -324,7 +324,7 @@ static void permission_info_hides_invisible_pools(struct vm_ctx *ctx)
 	vm_get_node(job->node, sizeof(job->node));
 	info_as_nobody(job);
 	before = job->info;
-	vm_pool_create(ctx->pool, &vm_geom_default);	/* root's, 0600 */
+	vm_pool_create(ctx->pool, &vm_geom_default); /* root's, 0600 */
 	info_as_nobody(job);
 	hidden = job->info;
 	vm_pool_name(ctx, 1, other);
@@ -552,47 +552,6 @@ static void bad_input_stats_reserved_nonzero(struct vm_ctx *ctx)
 /* The bound on the busy pool's COMMIT time over the quiet one's. */
 #define RV_RATIO_MAX 1.5
 
-struct rv_perf_pool {
-	char name[MOECACHE_NAME_LEN];
-	struct vm_view a;
-	struct vm_view asker;
-	__u32 expert; /* in slot 0 */
-	uint64_t best;
-};
-
-static void rv_perf_pool_setup(struct rv_perf_pool *p)
-{
-	vm_pool_create(p->name, &vm_geom_default);
-	vm_attach(&p->a, p->name, MOECACHE_ROLE_AGENT);
-	vm_attach(&p->asker, p->name, MOECACHE_ROLE_CLIENT);
-	vm_fill(&p->a, 0, 0, 0);
-	p->expert = 0;
-}
-
-/*
- * Nanoseconds spent in RV_CYCLES COMMITs of an expert the asker missed on
- * (its ACQUIRE and the agent's EVICT not counted).
- */
-static uint64_t rv_time_commits(void *pool)
-{
-	struct rv_perf_pool *p = pool;
-	struct moecache_acquire acq;
-	uint64_t spent = 0, t0;
-	__u32 k, next, slot;
-
-	for (k = 0; k < RV_CYCLES; k++) {
-		next = p->expert == 0 ? 1 : 0;
-		VM_EQ(vm_try_acquire(&p->asker, 0, &next, 1, &slot, 0, 0, &acq), 0);
-		VM_EQ(acq.n_pinned, 0);
-		vm_evict(&p->a, 0, 0, next, NULL);
-		t0 = vm_now_ns();
-		vm_commit1(&p->a, 0, 0, next, 0);
-		spent += vm_now_ns() - t0;
-		p->expert = next;
-	}
-	return spent;
-}
-
 /*
  * Pins: a COMMIT of an expert someone asked for walked every attached
  * file under the pool's spinlock, so idle clients slowed every answered
@@ -601,38 +560,35 @@ static uint64_t rv_time_commits(void *pool)
 static void perf_commit_asked_idle_files(struct vm_ctx *ctx)
 {
 	unsigned int i, n_idle = vm_idle_files(RV_IDLE_FILES);
-	struct rv_perf_pool busy, quiet;
+	struct vm_commit_pool busy, quiet;
 	struct vm_view *idle;
 	double ratio;
 
 	snprintf(busy.name, sizeof(busy.name), "%s", ctx->pool);
 	vm_pool_name(ctx, 1, quiet.name);
-	rv_perf_pool_setup(&busy);
-	rv_perf_pool_setup(&quiet);
+	vm_commit_pool_setup(&busy, vm_geom_default.mode, RV_CYCLES);
+	vm_commit_pool_setup(&quiet, vm_geom_default.mode, RV_CYCLES);
 	idle = calloc(n_idle, sizeof(*idle));
 	VM_ASSERT(idle);
 	/* Attached before the asker's misses, and never asking anything. */
 	for (i = 0; i < n_idle; i++)
 		vm_attach(&idle[i], busy.name, MOECACHE_ROLE_CLIENT);
-	vm_best_side_by_side(RV_ROUNDS, rv_time_commits, &busy, &quiet, &busy.best, &quiet.best);
+	vm_best_side_by_side(RV_ROUNDS, vm_commit_pool_time, &busy, &quiet, &busy.best,
+			     &quiet.best);
 	ratio = (double)busy.best / (double)quiet.best;
 	fprintf(stderr,
 		"COMMIT of an asked expert with %u idle client files attached / with none: %.2f "
 		"(%.1f us / %.1f us per COMMIT, best of %d x %d)\n",
-		n_idle, ratio, busy.best / 1e3 / RV_CYCLES, quiet.best / 1e3 / RV_CYCLES,
-		RV_ROUNDS, RV_CYCLES);
+		n_idle, ratio, busy.best / 1e3 / RV_CYCLES, quiet.best / 1e3 / RV_CYCLES, RV_ROUNDS,
+		RV_CYCLES);
 	VM_ASSERT_MSG(ratio < RV_RATIO_MAX,
 		      "COMMIT costs %.2f times as much with %u idle client files attached", ratio,
 		      n_idle);
 	for (i = 0; i < n_idle; i++)
 		vm_detach(&idle[i]);
 	free(idle);
-	vm_detach(&busy.asker);
-	vm_detach(&quiet.asker);
-	vm_detach(&busy.a);
-	vm_detach(&quiet.a);
-	vm_pool_destroy(busy.name);
-	vm_pool_destroy(quiet.name);
+	vm_commit_pool_teardown(&busy);
+	vm_commit_pool_teardown(&quiet);
 }
 
 static const struct vm_test review_tests[] = {
@@ -653,9 +609,9 @@ static const struct vm_test review_tests[] = {
     VM_TEST(bad_input_stats_reserved_nonzero,
 	    "STATS with non-zero pad, reserved[] or bank without STATS_BANK, BANK_GET with flags: "
 	    "EINVAL"),
-    VM_TEST_TIMEOUT(perf_commit_asked_idle_files,
-		    "a COMMIT answering a miss costs under 1.5x with 1000 idle client files attached",
-		    120),
+    VM_TEST_TIMEOUT(
+	perf_commit_asked_idle_files,
+	"a COMMIT answering a miss costs under 1.5x with 1000 idle client files attached", 120),
 };
 
 const struct vm_suite vm_review_suite = {review_tests, ARRAY_SIZE(review_tests)};

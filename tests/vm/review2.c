@@ -197,53 +197,11 @@ static void permission_user_waits_bound(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
-/* A pool with an agent and a client that misses, as in tests/vm/review.c. */
-struct herd_perf_pool {
-	char name[MOECACHE_NAME_LEN];
-	struct vm_view a;
-	struct vm_view asker;
-	__u32 expert;
-	uint64_t best;
-};
-
 #define HP_CYCLES 100
 #define HP_ROUNDS 7
 #define HP_WAITS 256
 /* A COMMIT wakes none of them: it only looks at each under the lock. */
 #define HP_RATIO_MAX 4.0
-
-static void herd_perf_setup(struct herd_perf_pool *p)
-{
-	struct vm_geom g = vm_geom_default;
-
-	g.mode = 0644;
-	vm_pool_create(p->name, &g);
-	vm_attach(&p->a, p->name, MOECACHE_ROLE_AGENT);
-	vm_attach(&p->asker, p->name, MOECACHE_ROLE_CLIENT);
-	vm_fill(&p->a, 0, 0, 0);
-	p->expert = 0;
-}
-
-/* Nanoseconds spent in HP_CYCLES COMMITs of an expert the asker missed on. */
-static uint64_t herd_time_commits(void *pool)
-{
-	struct herd_perf_pool *p = pool;
-	struct moecache_acquire acq;
-	uint64_t spent = 0, t0;
-	__u32 k, next, slot;
-
-	for (k = 0; k < HP_CYCLES; k++) {
-		next = p->expert == 0 ? 1 : 0;
-		VM_EQ(vm_try_acquire(&p->asker, 0, &next, 1, &slot, 0, 0, &acq), 0);
-		VM_EQ(acq.n_pinned, 0);
-		vm_evict(&p->a, 0, 0, next, NULL);
-		t0 = vm_now_ns();
-		vm_commit1(&p->a, 0, 0, next, 0);
-		spent += vm_now_ns() - t0;
-		p->expert = next;
-	}
-	return spent;
-}
 
 /*
  * Pins: the same herd, measured: a COMMIT on a pool where one tenant tried
@@ -251,7 +209,7 @@ static uint64_t herd_time_commits(void *pool)
  */
 static void perf_commit_tenant_wait_herd(struct vm_ctx *ctx)
 {
-	struct herd_perf_pool busy, quiet;
+	struct vm_commit_pool busy, quiet;
 	unsigned long long bound = 0;
 	struct herd_job *job;
 	double ratio;
@@ -259,10 +217,11 @@ static void perf_commit_tenant_wait_herd(struct vm_ctx *ctx)
 
 	snprintf(busy.name, sizeof(busy.name), "%s", ctx->pool);
 	vm_pool_name(ctx, 1, quiet.name);
-	herd_perf_setup(&busy);
-	herd_perf_setup(&quiet);
+	vm_commit_pool_setup(&busy, 0644, HP_CYCLES);
+	vm_commit_pool_setup(&quiet, 0644, HP_CYCLES);
 	job = herd_start(busy.name, HP_WAITS, &pid);
-	vm_best_side_by_side(HP_ROUNDS, herd_time_commits, &busy, &quiet, &busy.best, &quiet.best);
+	vm_best_side_by_side(HP_ROUNDS, vm_commit_pool_time, &busy, &quiet, &busy.best,
+			     &quiet.best);
 	ratio = (double)busy.best / (double)quiet.best;
 	vm_param_read("max_user_waits", &bound);
 	fprintf(stderr,
@@ -278,12 +237,8 @@ static void perf_commit_tenant_wait_herd(struct vm_ctx *ctx)
 	VM_EQ(job->again, HP_WAITS - bound);
 	/* 3090 with all 256 asleep and woken by each COMMIT; 87 with 16 woken. */
 	VM_ASSERT_MSG(ratio < HP_RATIO_MAX, "COMMIT costs %.2f times as much with the herd", ratio);
-	vm_detach(&busy.asker);
-	vm_detach(&quiet.asker);
-	vm_detach(&busy.a);
-	vm_detach(&quiet.a);
-	vm_pool_destroy(busy.name);
-	vm_pool_destroy(quiet.name);
+	vm_commit_pool_teardown(&busy);
+	vm_commit_pool_teardown(&quiet);
 }
 
 /* ---- writes that bypass a mapping's protection ------------------------- */

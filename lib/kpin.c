@@ -36,24 +36,31 @@ static uint64_t mc_now_ms(void)
  * on the pool already (a tenant of many threads or processes), and the
  * driver did nothing. Tried again after a pause, longer each time up to
  * MC_WAIT_BUSY_MAX_US, until timeout_ms (0: no limit) has passed since
- * the first try: then -ETIMEDOUT, as a WAIT that timed out. A signal
- * during the pause is -EINTR, as during the WAIT.
+ * the first try: then -ETIMEDOUT, as a WAIT that timed out; the WAIT that
+ * gets in waits for what is left of it (*left_ms). A signal during the
+ * pause is -EINTR, as during the WAIT.
  */
 #define MC_WAIT_BUSY_FIRST_US 100
 #define MC_WAIT_BUSY_MAX_US 10000
 
-static int mc_wait_busy_pause(uint32_t *pause_us, uint64_t start_ms, uint32_t timeout_ms)
+static int mc_wait_busy_pause(uint32_t *pause_us, uint64_t start_ms, uint32_t timeout_ms,
+			      uint32_t *left_ms)
 {
-	struct timespec ts;
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)*pause_us * 1000};
+	uint64_t spent;
 
-	if (timeout_ms && mc_now_ms() - start_ms >= timeout_ms)
-		return -ETIMEDOUT;
-	ts.tv_sec = 0;
-	ts.tv_nsec = (long)*pause_us * 1000;
 	if (*pause_us < MC_WAIT_BUSY_MAX_US)
 		*pause_us =
 		    *pause_us * 2 > MC_WAIT_BUSY_MAX_US ? MC_WAIT_BUSY_MAX_US : *pause_us * 2;
-	return nanosleep(&ts, NULL) ? -errno : 0;
+	if (nanosleep(&ts, NULL))
+		return -errno;
+	if (!timeout_ms)
+		return 0;
+	spent = mc_now_ms() - start_ms;
+	if (spent >= timeout_ms)
+		return -ETIMEDOUT;
+	*left_ms = timeout_ms - (uint32_t)spent;
+	return 0;
 }
 
 int mc_kernel_acquire(struct moecache *mc, const uint32_t *release_slots, uint32_t release_count,
@@ -61,13 +68,13 @@ int mc_kernel_acquire(struct moecache *mc, const uint32_t *release_slots, uint32
 		      uint32_t flags, uint32_t timeout_ms, struct moecache_acquire_result *res)
 {
 	struct moecache_acquire_release arg;
-	uint32_t pause_us = MC_WAIT_BUSY_FIRST_US;
+	uint32_t pause_us = MC_WAIT_BUSY_FIRST_US, left_ms = timeout_ms;
 	uint64_t start_ms = 0;
 	int ret;
 
 	for (;;) {
 		memset(&arg, 0, sizeof(arg));
-		mc_fill_acquire(&arg.acquire, layer, experts, count, slots, flags, timeout_ms);
+		mc_fill_acquire(&arg.acquire, layer, experts, count, slots, flags, left_ms);
 		if (release_slots) {
 			arg.release_count = release_count;
 			arg.release_slots = release_count ? (uintptr_t)release_slots : 0;
@@ -79,7 +86,7 @@ int mc_kernel_acquire(struct moecache *mc, const uint32_t *release_slots, uint32
 			break;
 		if (!start_ms)
 			start_ms = mc_now_ms();
-		ret = mc_wait_busy_pause(&pause_us, start_ms, timeout_ms);
+		ret = mc_wait_busy_pause(&pause_us, start_ms, timeout_ms, &left_ms);
 		if (ret)
 			break;
 	}

@@ -191,7 +191,8 @@ uint32_t moecache_map_agent_epoch(const struct moecache_map *m);
  * pinned nothing. A WAIT the driver turns away because the caller's uid
  * has max_user_waits WAITs in progress on the pool already (EAGAIN,
  * nothing done) is tried again after a pause, until timeout_ms (0: no
- * limit) has passed: then -ETIMEDOUT. res may be NULL.
+ * limit) has passed: then -ETIMEDOUT; timeout_ms bounds the whole call.
+ * res may be NULL.
  */
 int moecache_acquire(struct moecache *mc, uint32_t layer, const uint32_t *experts, uint32_t count,
 		     uint32_t *slots, uint32_t flags, uint32_t timeout_ms,

@@ -17,6 +17,8 @@
 #define NOBODY 65534
 /* Layer 1's experts: none is resident until the test fills them. */
 #define LW_LAYER 1
+/* The timeout of a WAIT that gets in halfway through it. */
+#define LW_TIMEOUT_MS 1600
 
 struct lw_job {
 	char pool[MOECACHE_NAME_LEN];
@@ -25,6 +27,7 @@ struct lw_job {
 	uint32_t timeout_ms;
 	int ret; /* 1 until its acquire returned */
 	uint32_t n_pinned;
+	uint64_t took_ms; /* how long its acquire took */
 	struct vm_gate done;
 };
 
@@ -40,8 +43,10 @@ static void lw_client_main(void *arg)
 	close(fd);
 	VM_OK(moecache_open(job->node, &mc));
 	VM_OK(moecache_attach(mc, job->pool, MOECACHE_ROLE_CLIENT));
+	job->took_ms = vm_now_ms();
 	job->ret = moecache_acquire(mc, LW_LAYER, &job->expert, 1, &slot, MOECACHE_ACQ_WAIT,
 				    job->timeout_ms, &res);
+	job->took_ms = vm_now_ms() - job->took_ms;
 	job->n_pinned = res.n_pinned;
 	vm_gate_pass(&job->done);
 	moecache_close(mc);
@@ -145,6 +150,36 @@ static void basic_lib_wait_past_user_waits_times_out(struct vm_ctx *ctx)
 	lw_teardown(ctx, &a, old);
 }
 
+/*
+ * A WAIT that gets in late waits only for what is left of its timeout:
+ * the caller's timeout_ms bounds the whole call, pauses included.
+ */
+static void basic_lib_wait_past_user_waits_keeps_its_timeout(struct vm_ctx *ctx)
+{
+	struct lw_job *first, *second;
+	unsigned long long old;
+	struct vm_view a;
+	pid_t p1, p2;
+
+	lw_setup(ctx, &a, &old);
+	first = lw_start(ctx->pool, 0, 0, &p1);
+	lw_wait_asked(&a, 0);
+	second = lw_start(ctx->pool, 1, LW_TIMEOUT_MS, &p2);
+	vm_sleep_ms(LW_TIMEOUT_MS / 2);
+	/* The first one ends: the second gets in, and its expert is never filled. */
+	vm_fill(&a, 0, LW_LAYER, 0);
+	vm_gate_wait(&first->done, 20000, "the first WAIT");
+	VM_EQ(first->ret, 0);
+	vm_gate_wait(&second->done, 20000, "the second WAIT");
+	VM_EQ(second->ret, -ETIMEDOUT);
+	VM_ASSERT_MSG(second->took_ms < LW_TIMEOUT_MS + LW_TIMEOUT_MS / 4,
+		      "the second WAIT took %llu ms with a timeout of %u ms",
+		      (unsigned long long)second->took_ms, LW_TIMEOUT_MS);
+	lw_end(second, p2);
+	lw_end(first, p1);
+	lw_teardown(ctx, &a, old);
+}
+
 static const struct vm_test lib_wait_tests[] = {
     VM_TEST(basic_lib_wait_retries_past_user_waits,
 	    "libmoecache's WAIT past the tenant's max_user_waits is tried again until it gets in, "
@@ -152,6 +187,9 @@ static const struct vm_test lib_wait_tests[] = {
     VM_TEST(basic_lib_wait_past_user_waits_times_out,
 	    "libmoecache's WAIT that never gets a place ends with ETIMEDOUT at its timeout, having "
 	    "asked for nothing"),
+    VM_TEST(basic_lib_wait_past_user_waits_keeps_its_timeout,
+	    "libmoecache's WAIT that gets a place halfway through its timeout waits only for "
+	    "the rest of it"),
 };
 
 const struct vm_suite vm_lib_wait_suite = {lib_wait_tests, ARRAY_SIZE(lib_wait_tests)};

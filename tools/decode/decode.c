@@ -148,9 +148,10 @@ struct decode_client {
 };
 
 static const char decode_usage[] =
-    "usage: moecache-decode --pool NAME --trace FILE [options]\n"
+    "usage: moecache-decode --pool NAME [--trace FILE] [options]\n"
     "       moecache-decode --pool NAME --fill [--d-model N --d-ff N --dtype T --seed N]\n"
-    "  --trace FILE        routing trace (JSON lines, or a prompts file)\n"
+    "  --trace FILE        routing trace (JSON lines, or a prompts file): a path or a\n"
+    "                      shipped trace's name (default " MOE_TRACE_DEFAULT ")\n"
     "  --prompt NAME       prompt of a prompts file (default: the first)\n"
     "  --phase P           decode (default) or prefill\n"
     "  --steps N           steps to run (default: the rest of the trace; wraps around)\n"
@@ -264,6 +265,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 	int opt, ret = 0;
 
 	*o = (struct decode_opts){
+	    .trace = MOE_TRACE_DEFAULT,
 	    .timeout_ms = 60000,
 	    .seed = 1,
 	    .batch = 1,
@@ -386,7 +388,7 @@ static int decode_parse_args(int argc, char **argv, struct decode_opts *o)
 			return ret;
 		}
 	}
-	if (optind < argc || (!o->print_expert_bytes && (!o->pool || (!o->fill && !o->trace)))) {
+	if (optind < argc || (!o->print_expert_bytes && !o->pool)) {
 		fputs(decode_usage, stderr);
 		return -EINVAL;
 	}

@@ -83,7 +83,8 @@ install-moecache: $(INSTALL_SBIN) $(INSTALL_BIN) $(LIBMOECACHE_SO) $(LIBMOECACHE
 		$(DESTDIR)$(MANDIR)/man4 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SYSTEMDUNITDIR) \
 		$(DESTDIR)$(UDEVRULESDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
 		$(DESTDIR)$(MODULESLOADDIR) $(DESTDIR)$(DKMSSRCDIR)/kmod $(DESTDIR)$(DKMSSRCDIR)/uapi \
-		$(DESTDIR)$(SYSCONFDIR)/moecache/pools.d $(DESTDIR)$(DOCDIR)/examples
+		$(DESTDIR)$(SYSCONFDIR)/moecache/pools.d $(DESTDIR)$(DOCDIR)/examples \
+		$(DESTDIR)$(DATAROOTDIR)/moecache/traces
 	$(INSTALL_PROGRAM) $(INSTALL_SBIN) $(INSTALL_OUT)/moecache-pools $(DESTDIR)$(SBINDIR)/
 	$(INSTALL_PROGRAM) $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/
 	$(INSTALL_PROGRAM) $(LIBMOECACHE_SO) \
@@ -104,6 +105,7 @@ install-moecache: $(INSTALL_SBIN) $(INSTALL_BIN) $(LIBMOECACHE_SO) $(LIBMOECACHE
 	$(INSTALL_DATA) tools/systemd/moecache.tmpfiles $(DESTDIR)$(TMPFILESDIR)/moecache.conf
 	$(INSTALL_DATA) tools/systemd/moecache.modules-load $(DESTDIR)$(MODULESLOADDIR)/moecache.conf
 	$(INSTALL_DATA) tools/systemd/pool.conf.example $(DESTDIR)$(DOCDIR)/examples/
+	$(INSTALL_DATA) $(MOETRACE_DATA) $(DESTDIR)$(DATAROOTDIR)/moecache/traces/
 	$(INSTALL_DATA) $(INSTALL_OUT)/dkms.conf $(DESTDIR)$(DKMSSRCDIR)/
 	$(INSTALL_DATA) Kbuild $(DESTDIR)$(DKMSSRCDIR)/
 	$(INSTALL_DATA) $(filter kmod/%,$(DKMS_SRCS)) $(DESTDIR)$(DKMSSRCDIR)/kmod/
@@ -126,6 +128,8 @@ uninstall-moecache:
 		$(DESTDIR)$(TMPFILESDIR)/moecache.conf $(DESTDIR)$(MODULESLOADDIR)/moecache.conf
 	rm -f $(DESTDIR)$(DOCDIR)/examples/pool.conf.example
 	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
+	rm -f $(addprefix $(DESTDIR)$(DATAROOTDIR)/moecache/traces/,$(notdir $(MOETRACE_DATA)))
+	-rmdir $(DESTDIR)$(DATAROOTDIR)/moecache/traces $(DESTDIR)$(DATAROOTDIR)/moecache 2>/dev/null
 	rm -rf $(DESTDIR)$(DKMSSRCDIR)
 
 # What `make install` installs, built (debian/rules builds only this).

@@ -20,3 +20,13 @@ $(MOETRACE_BIN): $(OBJ)/tools/trace/moecache-trace.o $(MOETRACE_LIB) $(LIBOUT)/l
 		$(LIBOUT)/libmoepolicy.a $(LIBOUT)/libmoecache.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(JSONC_LIBS) -lm
+
+# The traces the tree ships (tests/traces), staged where the programs in
+# build/bin find them (MOE_TRACE_SHARE_DIR beside bin/, as when installed).
+MOETRACE_DATA   := $(sort $(wildcard tests/traces/*.json tests/traces/*.jsonl))
+MOETRACE_STAGED := $(MOETRACE_DATA:tests/traces/%=$(BUILD)/share/moecache/traces/%)
+EXTRA_ALL += $(MOETRACE_STAGED)
+
+$(BUILD)/share/moecache/traces/%: tests/traces/%
+	@mkdir -p $(dir $@)
+	cp $< $@

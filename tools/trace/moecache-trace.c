@@ -88,6 +88,8 @@ static void usage(FILE *f)
 	    "                          timing flags above, for the time columns]\n"
 	    "       moecache-trace profile --trace FILE --out FILE [--prompt NAME] [--phase P]\n"
 	    "       moecache-trace info --trace FILE\n"
+	    "--trace FILE: a path, or the name of a shipped trace (in $MOECACHE_TRACES,\n"
+	    "then the installed traces); default " MOE_TRACE_DEFAULT "\n"
 	    "policies:");
 	for (const char *const *n = moe_policy_names(); *n; n++)
 		fprintf(f, " %s", *n);
@@ -406,10 +408,8 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		fprintf(stderr, "moecache-trace: unexpected argument \"%s\"\n", argv[optind]);
 		return -EINVAL;
 	}
-	if (!c->n_traces) {
-		fprintf(stderr, "moecache-trace: --trace is required\n");
-		return -EINVAL;
-	}
+	if (!c->n_traces)
+		c->traces[c->n_traces++] = MOE_TRACE_DEFAULT;
 	return 0;
 }
 

@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <libgen.h>
+#include <limits.h>
+#include <unistd.h>
+
 #include <json-c/json.h>
 
 #include "trace.h"
@@ -487,8 +491,48 @@ out:
 	return 0;
 }
 
-int moe_trace_load(const char *path, struct moe_trace **out, char *err, size_t err_len)
+/* dir/name in path if that is a readable file: 0, -ENOENT or -ENAMETOOLONG. */
+static int trace_try(const char *dir, const char *name, char *path, size_t len)
 {
+	int n = snprintf(path, len, "%s/%s", dir, name);
+
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	return access(path, R_OK) ? -ENOENT : 0;
+}
+
+int moe_trace_find(const char *name, char *path, size_t len)
+{
+	char exe[PATH_MAX], dir[PATH_MAX + 32], shipped[PATH_MAX];
+	const char *env = getenv("MOECACHE_TRACES");
+	ssize_t n;
+	int ret;
+
+	if (!name || !*name || !path || !len)
+		return -EINVAL;
+	if (strchr(name, '/') || !access(name, R_OK)) {
+		if ((size_t)snprintf(path, len, "%s", name) >= len)
+			return -ENAMETOOLONG;
+		return 0;
+	}
+	if (env && *env) {
+		ret = trace_try(env, name, path, len);
+		if (ret != -ENOENT)
+			return ret;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -ENOENT;
+	exe[n] = '\0';
+	snprintf(dir, sizeof(dir), "%s/../%s", dirname(exe), MOE_TRACE_SHARE_DIR);
+	if (!realpath(dir, shipped))
+		return -ENOENT;
+	return trace_try(shipped, name, path, len);
+}
+
+int moe_trace_load(const char *name, struct moe_trace **out, char *err, size_t err_len)
+{
+	char path[PATH_MAX];
 	FILE *f;
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
@@ -499,8 +543,22 @@ int moe_trace_load(const char *path, struct moe_trace **out, char *err, size_t e
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!path)
+	if (!name)
 		return -EINVAL;
+	ret = moe_trace_find(name, path, sizeof(path));
+	if (ret == -ENOENT) {
+		if (err && err_len)
+			snprintf(err, err_len,
+				 "%s: no such file, nor a trace of that name in $MOECACHE_TRACES "
+				 "or the installed traces",
+				 name);
+		return ret;
+	}
+	if (ret) {
+		if (err && err_len)
+			snprintf(err, err_len, "%s: %s", name, strerror(-ret));
+		return ret;
+	}
 	f = fopen(path, "rb");
 	if (!f) {
 		ret = -errno;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * MoE routing traces: one reader for the two formats in ../shared/traces
- * (see its README.md).
+ * MoE routing traces: one reader for the two formats of the traces in
+ * tests/traces (see its README.md).
  *
  *   JSON lines: one token per line, {"tok": n, "layers": [[e0, e1, ...], ...]},
  *     one list of expert ids per layer. Optional "prompt" (a string) and
@@ -58,11 +58,29 @@ struct moe_trace_view {
 };
 
 /*
- * Reads and checks a trace. Returns 0, -EINVAL for malformed content (err,
+ * The traces the tree ships: tests/traces in the source tree, staged by the
+ * build at build/share/moecache/traces and installed at
+ * DATAROOTDIR/moecache/traces, always MOE_TRACE_SHARE_DIR beside the folder
+ * of the program that reads them (bin/, sbin/).
+ */
+#define MOE_TRACE_SHARE_DIR "share/moecache/traces"
+/* The trace a program replays when it is given none. */
+#define MOE_TRACE_DEFAULT "olmoe-1b-7b.decode.jsonl"
+
+/*
+ * The file a trace name stands for, in path (len bytes): name itself when it
+ * has a '/' or is a readable file; else name in the folder $MOECACHE_TRACES,
+ * then in the shipped traces beside this program (MOE_TRACE_SHARE_DIR).
+ * Returns 0, -ENOENT (found nowhere), -ENAMETOOLONG or -EINVAL.
+ */
+int moe_trace_find(const char *name, char *path, size_t len);
+
+/*
+ * Reads and checks the trace name stands for (moe_trace_find). Returns 0, -EINVAL for malformed content (err,
  * if not NULL, gets a message naming the file and the line or field), -ENOMEM,
  * or the -errno of opening/reading the file. On error *out is NULL.
  */
-int moe_trace_load(const char *path, struct moe_trace **out, char *err, size_t err_len);
+int moe_trace_load(const char *name, struct moe_trace **out, char *err, size_t err_len);
 /* Same, from a buffer of len bytes; name stands for the file in messages. */
 int moe_trace_parse(const char *name, const char *text, size_t len, struct moe_trace **out,
 		    char *err, size_t err_len);

@@ -189,6 +189,32 @@ Test(cli, basic_info_return_rates, .description = "info prints the return rates 
 	cr_expect_not_null(strstr(r.out, "\"base_rate\":0.25"), "%s", r.out);
 }
 
+Test(cli, basic_default_trace_is_the_shipped_one,
+     .description = "with no --trace, info reads the shipped OLMoE trace staged beside build/bin")
+{
+	const char *const args[] = {"info", NULL};
+	struct run r;
+
+	unsetenv("MOECACHE_TRACES");
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "share/moecache/traces/olmoe-1b-7b.decode.jsonl"), "%s",
+			   r.out);
+	cr_expect_not_null(strstr(r.out, "\"tokens\":299"), "%s", r.out);
+}
+
+Test(cli, bad_input_unknown_trace_name,
+     .description = "a trace name found nowhere fails (exit 1) and the message names it")
+{
+	const char *const args[] = {"info", "--trace", "no-such-trace.jsonl", NULL};
+	struct run r;
+
+	unsetenv("MOECACHE_TRACES");
+	run_tool(&r, args);
+	cr_expect_eq(r.status, 1, "%s", r.err);
+	cr_expect_not_null(strstr(r.err, "no-such-trace.jsonl"), "%s", r.err);
+}
+
 Test(cli, basic_sim_timing_prints_the_model,
      .description = "sim --timing adds modeled_speed, stall_us_per_token, copies_per_token, "
 		    "cpu_experts_per_token, wasted_prefetch_bytes and link_utilisation")

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* The simulator on generated traces, and the default policy on the shared traces. */
+/* The simulator on generated traces, and the default policy on the tree's traces (tests/traces). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,39 +265,17 @@ Test(sim, basic_prefetch_respects_current_step,
 	moe_trace_free(t);
 }
 
-/* ../shared/traces next to the repository: from the cwd (repo root) or from this binary. */
-static bool shared_trace(const char *name, char *out, size_t len)
+/*
+ * A trace of tests/traces, the tree's own: a missing one fails the test (the
+ * tree is incomplete), it is never skipped.
+ */
+static struct moe_trace *load_tree_trace(const char *name)
 {
-	char exe[PATH_MAX];
-	const char *env = getenv("MOECACHE_TRACES");
-	ssize_t n;
-
-	if (env) {
-		snprintf(out, len, "%s/%s", env, name);
-		if (!access(out, R_OK))
-			return true;
-	}
-	snprintf(out, len, "../shared/traces/%s", name);
-	if (!access(out, R_OK))
-		return true;
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		/* build/test/unit/trace -> the repository's parent */
-		snprintf(out, len, "%s/../../../../shared/traces/%s", dirname(exe), name);
-		if (!access(out, R_OK))
-			return true;
-	}
-	return false;
-}
-
-static struct moe_trace *load_shared(const char *name)
-{
-	char path[PATH_MAX + 64], err[512];
+	char path[PATH_MAX], err[512];
 	struct moe_trace *t;
+	int n = snprintf(path, sizeof(path), "%s/%s", MOE_TREE_TRACES, name);
 
-	if (!shared_trace(name, path, sizeof(path)))
-		return NULL;
+	cr_assert(n > 0 && (size_t)n < sizeof(path));
 	cr_assert_eq(moe_trace_load(path, &t, err, sizeof(err)), 0, "%s", err);
 	return t;
 }
@@ -334,10 +311,8 @@ Test(sim, perf_default_at_least_lru_olmoe,
      .description =
 	 "the default policy hits at least as often as LRU on the OLMoE trace at 10/25/50%")
 {
-	struct moe_trace *t = load_shared("olmoe-1b-7b.decode.jsonl");
+	struct moe_trace *t = load_tree_trace("olmoe-1b-7b.decode.jsonl");
 
-	if (!t)
-		cr_skip_test("../shared/traces is absent");
 	check_default_vs_lru(t, NULL);
 	moe_trace_free(t);
 }
@@ -346,10 +321,8 @@ Test(sim, perf_default_at_least_lru_granite,
      .description = "the default policy hits at least as often as LRU on each granite prompt and "
 		    "the whole file at 10/25/50%")
 {
-	struct moe_trace *t = load_shared("granite-3.0-1b-a400m.prefill-decode.json");
+	struct moe_trace *t = load_tree_trace("granite-3.0-1b-a400m.prefill-decode.json");
 
-	if (!t)
-		cr_skip_test("../shared/traces is absent");
 	for (uint32_t p = 0; p < t->n_prompts; p++)
 		check_default_vs_lru(t, t->prompts[p]);
 	check_default_vs_lru(t, NULL);
@@ -372,10 +345,8 @@ Test(sim, perf_default_closes_half_gap_at_10pct_olmoe,
      .description = "at 10% capacity the default closes at least half of the LRU-to-Belady gap "
 		    "on the OLMoE trace")
 {
-	struct moe_trace *t = load_shared("olmoe-1b-7b.decode.jsonl");
+	struct moe_trace *t = load_tree_trace("olmoe-1b-7b.decode.jsonl");
 
-	if (!t)
-		cr_skip_test("../shared/traces is absent");
 	check_default_half_gap(t, NULL, 0.10);
 	moe_trace_free(t);
 }
@@ -384,10 +355,8 @@ Test(sim, perf_default_closes_half_gap_at_10pct_granite,
      .description = "at 10% capacity the default closes at least half of the LRU-to-Belady gap "
 		    "on each granite prompt and the whole file")
 {
-	struct moe_trace *t = load_shared("granite-3.0-1b-a400m.prefill-decode.json");
+	struct moe_trace *t = load_tree_trace("granite-3.0-1b-a400m.prefill-decode.json");
 
-	if (!t)
-		cr_skip_test("../shared/traces is absent");
 	for (uint32_t p = 0; p < t->n_prompts; p++)
 		check_default_half_gap(t, t->prompts[p], 0.10);
 	check_default_half_gap(t, NULL, 0.10);
@@ -398,14 +367,12 @@ Test(sim, perf_next_token_oracle_short_of_half_gap_at_25pct_olmoe,
      .description = "on OLMoE at 25% even lookahead 1 (the next token known exactly) closes less "
 		    "than half of the LRU-to-Belady gap, and more than the default")
 {
-	struct moe_trace *t = load_shared("olmoe-1b-7b.decode.jsonl");
+	struct moe_trace *t = load_tree_trace("olmoe-1b-7b.decode.jsonl");
 	struct moe_sim_config cfg = {.policy = "lookahead", .lookahead = 1};
 	struct moe_trace_view v;
 	struct moe_sim_result r;
 	double lru, bel, def;
 
-	if (!t)
-		cr_skip_test("../shared/traces is absent");
 	lru = hit_rate(t, NULL, "lru", 0.25);
 	bel = hit_rate(t, NULL, "belady", 0.25);
 	def = hit_rate(t, NULL, MOE_POLICY_DEFAULT, 0.25);
@@ -422,12 +389,10 @@ Test(sim, perf_next_token_oracle_short_of_half_gap_at_25pct_olmoe,
 Test(sim, basic_reference_figures_olmoe,
      .description = "LRU and Belady on the OLMoE trace match the figures its README publishes")
 {
-	/* ../shared/traces/README.md: LRU 0.000/0.568/0.785, Belady 0.533/0.765/0.913. */
+	/* tests/traces/README.md: LRU 0.000/0.568/0.785, Belady 0.533/0.765/0.913. */
 	const double lru_ref[] = {0.000, 0.568, 0.785}, bel_ref[] = {0.533, 0.765, 0.913};
-	struct moe_trace *t = load_shared("olmoe-1b-7b.decode.jsonl");
+	struct moe_trace *t = load_tree_trace("olmoe-1b-7b.decode.jsonl");
 
-	if (!t)
-		cr_skip_test("../shared/traces is absent");
 	for (unsigned int i = 0; i < 3; i++) {
 		cr_expect_float_eq(hit_rate(t, NULL, "lru", capacities[i]), lru_ref[i], 0.0005);
 		cr_expect_float_eq(hit_rate(t, NULL, "belady", capacities[i]), bel_ref[i], 0.0005);
@@ -610,15 +575,13 @@ static double check_timed_default(const struct moe_trace *t, const char *prompt)
 
 Test(sim, perf_timing_default_doubles_lru_at_10pct,
      .description = "h200: the default plan is at least 2x LRU demand-only's modeled speed at "
-		    "10% on every shared trace and prompt, 1.5x on average at 25%, and never below "
+		    "10% on every trace of tests/traces and prompt, 1.5x on average at 25%, and never below "
 		    "LRU at any capacity or preset")
 {
-	struct moe_trace *o = load_shared("olmoe-1b-7b.decode.jsonl");
-	struct moe_trace *g = load_shared("granite-3.0-1b-a400m.prefill-decode.json");
+	struct moe_trace *o = load_tree_trace("olmoe-1b-7b.decode.jsonl");
+	struct moe_trace *g = load_tree_trace("granite-3.0-1b-a400m.prefill-decode.json");
 	double sum = 0;
 
-	if (!o || !g)
-		cr_skip_test("../shared/traces is absent");
 	sum += check_timed_default(o, NULL);
 	for (uint32_t p = 0; p < g->n_prompts; p++)
 		check_timed_default(g, g->prompts[p]);
@@ -635,10 +598,8 @@ Test(sim, perf_timing_prefetch_never_slower,
 	static const double hints[] = {0, 0.5, 0.8, 0.95};
 
 	for (unsigned int n = 0; n < 2; n++) {
-		struct moe_trace *t = load_shared(names[n]);
+		struct moe_trace *t = load_tree_trace(names[n]);
 
-		if (!t)
-			cr_skip_test("../shared/traces is absent");
 		for (unsigned int p = 0; p < 2; p++) {
 			for (unsigned int i = 0; i < 6; i += 2) {
 				double f = timed_capacities[i + 1];
@@ -736,10 +697,8 @@ Test(sim, perf_timing_batch_default_at_least_lru_and_stream,
 	static const uint32_t batches[] = {1, 4, 16, 32};
 
 	for (unsigned int n = 0; n < 2; n++) {
-		struct moe_trace *t = load_shared(names[n]);
+		struct moe_trace *t = load_tree_trace(names[n]);
 
-		if (!t)
-			cr_skip_test("../shared/traces is absent");
 		for (unsigned int b = 0; b < 4; b++) {
 			double stream = run_timed(t, NULL, &default_plan, 1, "h200", batches[b])
 					    .timing.modeled_speed;
@@ -796,10 +755,8 @@ Test(sim, perf_prefill_does_not_flush_decode_granite,
 		    "after the prompt's prefill (token by token, or as one batched step) is within "
 		    "0.02 of the same decode without it, or above")
 {
-	struct moe_trace *t = load_shared("granite-3.0-1b-a400m.prefill-decode.json");
+	struct moe_trace *t = load_tree_trace("granite-3.0-1b-a400m.prefill-decode.json");
 
-	if (!t)
-		cr_skip_test("../shared/traces is absent");
 	for (uint32_t p = 0; p < t->n_prompts; p++) {
 		for (unsigned int i = 0; i < 3; i++) {
 			double f = capacities[i];
@@ -820,7 +777,7 @@ Test(sim, perf_prefill_does_not_flush_decode_granite,
 }
 
 /*
- * Routing of models not in ../shared/traces, generated: per layer a skewed
+ * Routing of models not in tests/traces, generated: per layer a skewed
  * popularity over a layer-specific order of the experts, each expert of
  * the previous token kept with some probability, and an order that drifts.
  * The default's properties must hold on all of them with the same code.

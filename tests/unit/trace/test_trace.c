@@ -282,3 +282,81 @@ Test(trace, bad_input_return_rates_no_gaps, .description = "asking for no gaps i
 	moe_trace_view_free(&v);
 	moe_trace_free(t);
 }
+
+/* Finding a trace by name: a temporary folder standing for $MOECACHE_TRACES. */
+static char find_dir[64];
+
+static void find_setup(void)
+{
+	char file[128];
+	FILE *f;
+
+	strcpy(find_dir, "/tmp/moecache-trace-find-XXXXXX");
+	cr_assert_not_null(mkdtemp(find_dir));
+	snprintf(file, sizeof(file), "%s/gen.jsonl", find_dir);
+	f = fopen(file, "w");
+	cr_assert_not_null(f);
+	fputs(jsonl, f);
+	fclose(f);
+}
+
+static void find_teardown(void)
+{
+	char file[128];
+
+	snprintf(file, sizeof(file), "%s/gen.jsonl", find_dir);
+	unlink(file);
+	rmdir(find_dir);
+}
+
+Test(trace, basic_find_name_in_moecache_traces, .init = find_setup, .fini = find_teardown,
+     .description = "a bare name is found in the folder $MOECACHE_TRACES names, and loads")
+{
+	char path[256], want[128];
+	struct moe_trace *t = NULL;
+
+	setenv("MOECACHE_TRACES", find_dir, 1);
+	snprintf(want, sizeof(want), "%s/gen.jsonl", find_dir);
+	cr_assert_eq(moe_trace_find("gen.jsonl", path, sizeof(path)), 0);
+	cr_expect_str_eq(path, want);
+	cr_assert_eq(moe_trace_load("gen.jsonl", &t, NULL, 0), 0);
+	cr_expect_eq(t->n_tokens, 2);
+	moe_trace_free(t);
+}
+
+Test(trace, basic_find_path_is_itself, .init = find_setup, .fini = find_teardown,
+     .description = "a name with a '/' is a path, taken as it is, never looked up elsewhere")
+{
+	char path[256];
+
+	setenv("MOECACHE_TRACES", find_dir, 1);
+	cr_assert_eq(moe_trace_find("./gen.jsonl", path, sizeof(path)), 0);
+	cr_expect_str_eq(path, "./gen.jsonl");
+	cr_expect_eq(moe_trace_load("./gen.jsonl", &(struct moe_trace *){NULL}, NULL, 0), -ENOENT);
+}
+
+Test(trace, bad_input_find_unknown_name, .init = find_setup, .fini = find_teardown,
+     .description = "a name found nowhere is -ENOENT, and the load's message names it")
+{
+	struct moe_trace *t = (struct moe_trace *)1;
+	char path[256], err[256];
+
+	setenv("MOECACHE_TRACES", find_dir, 1);
+	cr_expect_eq(moe_trace_find("no-such-trace.jsonl", path, sizeof(path)), -ENOENT);
+	cr_assert_eq(moe_trace_load("no-such-trace.jsonl", &t, err, sizeof(err)), -ENOENT);
+	cr_expect_null(t);
+	cr_expect_not_null(strstr(err, "no-such-trace.jsonl"), "%s", err);
+}
+
+Test(trace, bad_input_find_arguments, .init = find_setup, .fini = find_teardown,
+     .description = "NULL or empty names and no room are -EINVAL, a path too long -ENAMETOOLONG")
+{
+	char path[256];
+
+	setenv("MOECACHE_TRACES", find_dir, 1);
+	cr_expect_eq(moe_trace_find(NULL, path, sizeof(path)), -EINVAL);
+	cr_expect_eq(moe_trace_find("", path, sizeof(path)), -EINVAL);
+	cr_expect_eq(moe_trace_find("gen.jsonl", NULL, sizeof(path)), -EINVAL);
+	cr_expect_eq(moe_trace_find("gen.jsonl", path, 0), -EINVAL);
+	cr_expect_eq(moe_trace_find("gen.jsonl", path, 8), -ENAMETOOLONG);
+}

@@ -49,7 +49,7 @@ $(OBJ)/%.o: %.c
 # add theirs to DEB_PACKAGES.
 DEB_PACKAGES_BASE := build-essential linux-headers-amd64 qemu-system-x86 busybox-static cpio \
 	kmod pkg-config sparse linux-source-6.1 xz-utils libcriterion-dev libjson-c-dev \
-	libnl-genl-3-dev libdrm-dev libhsakmt-dev ca-certificates
+	libnl-genl-3-dev libdrm-dev libhsakmt-dev ca-certificates git
 
 .PHONY: deps
 deps:
@@ -62,6 +62,12 @@ check:
 	+@$(MAKE) --no-print-directory deps
 	+@MAKE="$(MAKE)" UNIT_TESTS="$(UNIT_TESTS)" VM_PROGRAMS="$(PROGRAMS) $(VM_TESTS)" \
 		VM_SUITES="$(VM_SUITES)" tests/run-check
+
+# A clone of the committed tree alone in an empty folder runs the demo and
+# moecache-live (part of make check).
+.PHONY: check-bare-clone
+check-bare-clone:
+	+@MAKE="$(MAKE)" tools/check-bare-clone
 
 # W=1 and sparse on the module, checkpatch on kmod/ and uapi/.
 .PHONY: lint

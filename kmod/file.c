@@ -6,6 +6,8 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/bitmap.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
@@ -73,10 +75,26 @@ static struct moecache_tenant *tenant_leave(struct moecache_pool *pool,
 	return t;
 }
 
+/*
+ * The device node's rights where no udev rule sets them (a container, an
+ * initramfs, a minimal system): root only by default, for udev's rule to
+ * widen to group moecache; or, with dev_gid, a node every user reaches and
+ * an open that lets in only the members of that group.
+ */
+static int dev_gid = -1;
+module_param(dev_gid, int, 0444);
+MODULE_PARM_DESC(dev_gid, "Group (a gid of the initial user namespace) whose members may open /dev/moecache without a udev rule: the node is made 0666 and open() refuses everybody else but CAP_DAC_OVERRIDE with EACCES; -1 (the default) makes the node 0600, root only, for udev to widen");
+
+/* The group of dev_gid, invalid when the node's mode alone decides. */
+static kgid_t moecache_dev_group = INVALID_GID;
+
 static int moecache_open(struct inode *inode, struct file *file)
 {
 	struct moecache_file *mf;
 
+	if (gid_valid(moecache_dev_group) && !in_group_p(moecache_dev_group) &&
+	    !capable(CAP_DAC_OVERRIDE))
+		return -EACCES;
 	mf = kzalloc_obj(*mf, GFP_KERNEL_ACCOUNT);
 	if (!mf)
 		return -ENOMEM;
@@ -790,13 +808,21 @@ static struct miscdevice moecache_dev = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = "moecache",
 	.fops = &moecache_fops,
-	.mode = 0666,
+	.mode = 0600,
 };
 
 static int __init moecache_init(void)
 {
-	int ret;
+	int ret = -EINVAL;
 
+	if (dev_gid != -1) {
+		if (dev_gid < 0)
+			goto out;
+		moecache_dev_group = make_kgid(&init_user_ns, dev_gid);
+		if (!gid_valid(moecache_dev_group))
+			goto out;
+		moecache_dev.mode = 0666;
+	}
 	ret = moecache_nl_init();
 	if (ret)
 		goto out;

@@ -85,6 +85,17 @@ extern unsigned int max_user_waits;
 #define MOECACHE_HIGH_ORDER	9
 
 /*
+ * Memory whose size a caller picks (a pool's host pages, region and arrays;
+ * an attach's pins) is charged to the caller's memory cgroup and, at the
+ * cgroup's memory.max, fails with ENOMEM: __GFP_RETRY_MAYFAIL makes the
+ * charge give up after reclaim where it would otherwise call the cgroup's
+ * OOM killer, which would kill the caller, or a neighbour, for asking;
+ * and quietly: the caller's errno says it, a warn_alloc() splat would not.
+ */
+#define MOECACHE_GFP_SIZED \
+	(GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN)
+
+/*
  * Caps on max_file_pins and max_pool_files: their product stays below
  * 2^32, so a slot's pin count (the sum over the files) cannot wrap.
  */

@@ -261,11 +261,11 @@ static int attach_bufs_alloc(struct attach_bufs *b, u32 role, u32 flags)
 
 	if (role == MOECACHE_ROLE_CLIENT) {
 		b->pins = kvcalloc(b->n_slots, sizeof(*b->pins),
-				   GFP_KERNEL_ACCOUNT);
-		b->pinned = bitmap_zalloc(b->n_slots, GFP_KERNEL_ACCOUNT);
-		b->asked = bitmap_zalloc(b->n_idx, GFP_KERNEL_ACCOUNT);
+				   MOECACHE_GFP_SIZED);
+		b->pinned = bitmap_zalloc(b->n_slots, MOECACHE_GFP_SIZED);
+		b->asked = bitmap_zalloc(b->n_idx, MOECACHE_GFP_SIZED);
 		/* Used if this is the first file of its uid in the pool. */
-		b->tenant = kzalloc_obj(*b->tenant, GFP_KERNEL_ACCOUNT);
+		b->tenant = kzalloc_obj(*b->tenant, MOECACHE_GFP_SIZED);
 		if (!b->pins || !b->pinned || !b->asked || !b->tenant)
 			return -ENOMEM;
 	}
@@ -273,9 +273,9 @@ static int attach_bufs_alloc(struct attach_bufs *b, u32 role, u32 flags)
 		b->fast_pins_size = PAGE_ALIGN((size_t)b->n_slots * sizeof(u32));
 		/* Whole pages, zeroed, charged to the attacher; see pins_region_fault(). */
 		b->fast_pins = __vmalloc(b->fast_pins_size,
-					 GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+					 MOECACHE_GFP_SIZED | __GFP_ZERO);
 		b->fast_refs = kvcalloc(b->n_fast_pages, sizeof(*b->fast_refs),
-					GFP_KERNEL_ACCOUNT);
+					MOECACHE_GFP_SIZED);
 		if (!b->fast_pins || !b->fast_refs)
 			return -ENOMEM;
 		for (page = 0; page < b->n_fast_pages; page++)

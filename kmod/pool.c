@@ -121,16 +121,18 @@ static int pool_alloc_pages(struct moecache_pool *pool)
 
 	BUILD_BUG_ON(MOECACHE_HIGH_ORDER > MOECACHE_MAX_PAGE_ORDER);
 	pool->pages = kvcalloc(pool->n_pages, sizeof(*pool->pages),
-			       GFP_KERNEL_ACCOUNT);
+			       MOECACHE_GFP_SIZED);
 	if (!pool->pages)
 		return -ENOMEM;
 	while (i < pool->n_pages) {
 		while (order && (1UL << order) > pool->n_pages - i)
 			order--;
-		/* Charged to the creator's memory cgroup. */
+		/*
+		 * Charged to the creator's memory cgroup; ENOMEM, not the
+		 * OOM killer, at its limit (MOECACHE_GFP_SIZED).
+		 */
 		gfp = GFP_HIGHUSER | __GFP_ZERO | __GFP_NOWARN | __GFP_ACCOUNT;
-		if (order)
-			gfp |= __GFP_NORETRY;
+		gfp |= order ? __GFP_NORETRY : __GFP_RETRY_MAYFAIL;
 		page = alloc_pages(gfp, order);
 		if (!page) {
 			if (!order)
@@ -247,7 +249,7 @@ static int pool_alloc_region(struct moecache_pool *pool)
 	 * VM_USERMAP (vmalloc_user() takes no GFP flags).
 	 */
 	pool->region = __vmalloc(pool->region_size,
-				 GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+				 MOECACHE_GFP_SIZED | __GFP_ZERO);
 	if (!pool->region)
 		return -ENOMEM;
 	hdr = pool->region;
@@ -302,8 +304,8 @@ static int pool_alloc_banks(struct moecache_pool *pool,
 	if (!req->n_banks)
 		layout = &one;
 	pool->banks = kcalloc(pool->n_banks, sizeof(*pool->banks),
-			      GFP_KERNEL_ACCOUNT);
-	pool->slot_bank = kvmalloc(pool->n_slots, GFP_KERNEL_ACCOUNT);
+			      MOECACHE_GFP_SIZED);
+	pool->slot_bank = kvmalloc(pool->n_slots, MOECACHE_GFP_SIZED);
 	if (!pool->banks || !pool->slot_bank)
 		return -ENOMEM;
 	for (i = 0; i < pool->n_banks; i++) {
@@ -320,20 +322,20 @@ static int pool_alloc_state(struct moecache_pool *pool)
 {
 	u32 i;
 
-	pool->estate = kvcalloc(pool->n_idx, sizeof(u8), GFP_KERNEL_ACCOUNT);
-	pool->req_flags = kvcalloc(pool->n_idx, sizeof(u8), GFP_KERNEL_ACCOUNT);
-	pool->n_askers = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL_ACCOUNT);
-	pool->fail_gen = kvcalloc(pool->n_idx, sizeof(u32), GFP_KERNEL_ACCOUNT);
-	pool->qnode = kvcalloc(pool->n_idx, sizeof(*pool->qnode), GFP_KERNEL_ACCOUNT);
-	pool->moving = bitmap_zalloc(pool->n_idx, GFP_KERNEL_ACCOUNT);
-	pool->slot_flags = kvcalloc(pool->n_slots, sizeof(u8), GFP_KERNEL_ACCOUNT);
+	pool->estate = kvcalloc(pool->n_idx, sizeof(u8), MOECACHE_GFP_SIZED);
+	pool->req_flags = kvcalloc(pool->n_idx, sizeof(u8), MOECACHE_GFP_SIZED);
+	pool->n_askers = kvcalloc(pool->n_idx, sizeof(u32), MOECACHE_GFP_SIZED);
+	pool->fail_gen = kvcalloc(pool->n_idx, sizeof(u32), MOECACHE_GFP_SIZED);
+	pool->qnode = kvcalloc(pool->n_idx, sizeof(*pool->qnode), MOECACHE_GFP_SIZED);
+	pool->moving = bitmap_zalloc(pool->n_idx, MOECACHE_GFP_SIZED);
+	pool->slot_flags = kvcalloc(pool->n_slots, sizeof(u8), MOECACHE_GFP_SIZED);
 	pool->layer = kvcalloc(pool->n_layers, sizeof(*pool->layer),
-			       GFP_KERNEL_ACCOUNT);
+			       MOECACHE_GFP_SIZED);
 	pool->n_fast_pages = DIV_ROUND_UP(pool->n_slots,
 					  MOECACHE_FAST_PINS_PER_PAGE);
 	pool->fast_pinners = kvcalloc(pool->n_fast_pages,
 				      sizeof(*pool->fast_pinners),
-				      GFP_KERNEL_ACCOUNT);
+				      MOECACHE_GFP_SIZED);
 	if (!pool->estate || !pool->req_flags || !pool->n_askers ||
 	    !pool->fail_gen || !pool->qnode || !pool->moving ||
 	    !pool->slot_flags || !pool->layer || !pool->fast_pinners)

@@ -2,7 +2,7 @@
 # `make lint`: the module built with W=1 without a warning and sparse without
 # a warning, on 6.1 and 6.12, and checkpatch (the newest kernel's) clean on
 # kmod/ and uapi/. Prints "ok - NAME" or
-# "not ok - NAME" per check and ends with "lint: N passed, N failed".
+# "not ok - NAME" per check and ends with "lint: N passed, N failed, N skipped".
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -81,5 +81,5 @@ else
 	result 1 "checkpatch available"
 fi
 
-echo "lint: $passed passed, $failed failed"
+echo "lint: $passed passed, $failed failed, 0 skipped"
 [ "$failed" = 0 ]

@@ -404,7 +404,7 @@ int tap_main(const struct tap_suite *s, const struct tap_test *tests, size_t n_t
 	}
 	if (!tap_check_table(tests, n_tests)) {
 		printf("Bail out! the test table breaks the naming rules\n");
-		printf("%s: 0 passed, 1 failed\n", s->word);
+		printf("%s: 0 passed, 1 failed, 0 skipped\n", s->word);
 		free(filters);
 		return 1;
 	}
@@ -420,7 +420,7 @@ int tap_main(const struct tap_suite *s, const struct tap_test *tests, size_t n_t
 	}
 	if (s->setup && s->setup(s->arg, outcome.reason, sizeof(outcome.reason))) {
 		printf("Bail out! setup: %s\n", outcome.reason);
-		printf("%s: 0 passed, 1 failed\n", s->word);
+		printf("%s: 0 passed, 1 failed, 0 skipped\n", s->word);
 		free(filters);
 		return 1;
 	}
@@ -455,11 +455,9 @@ int tap_main(const struct tap_suite *s, const struct tap_test *tests, size_t n_t
 			break;
 		}
 	}
-	if (skipped)
-		printf("# %u skipped\n", skipped);
 	if (s->finish)
 		s->finish(s->arg, passed, failed);
-	printf("%s: %u passed, %u failed\n", s->word, passed, failed);
+	printf("%s: %u passed, %u failed, %u skipped\n", s->word, passed, failed, skipped);
 	free(filters);
 	return failed ? 1 : 0;
 }

@@ -20,7 +20,8 @@
  *
  * Output (TAP): "1..N", then per test "ok N - name # description",
  * "ok N - name # SKIP reason" or "not ok N - name: reason" followed by "# "
- * lines, and last "WORD: P passed, F failed" (tools/vm/lib.sh parses it).
+ * lines, and last "WORD: P passed, F failed, S skipped" (tools/vm/lib.sh
+ * parses it).
  * A passed perf_ test's output goes out too, as "# " lines: its figures.
  * The exit status is 0 only if nothing failed.
  */
@@ -55,7 +56,7 @@ struct tap_outcome {
 };
 
 struct tap_suite {
-	/* The summary line's first word: "WORD: P passed, F failed". */
+	/* The summary line's first word: "WORD: P passed, F failed, S skipped". */
 	const char *word;
 	/* One line for --help: what the suite tests. */
 	const char *about;

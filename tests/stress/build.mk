@@ -5,7 +5,7 @@
 STRESS_BIN := $(TESTOUT)/vm/moecache-stress
 
 VM_TESTS  += $(STRESS_BIN)
-# With no arguments: 20 s, 3 readers, 5 agents; ends "moecache-stress: 1 passed, 0 failed".
+# With no arguments: 20 s, 3 readers, 5 agents; ends "moecache-stress: 1 passed, 0 failed, 0 skipped".
 VM_SUITES += moecache-stress
 
 # The map readers are libmoecache's (lib/protocol/mc_atomic.h).

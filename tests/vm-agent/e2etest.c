@@ -5,7 +5,7 @@
  * with the module loaded, as root). Every test makes its own pool and
  * destroys it. The runner is the suites' harness (tests/harness/tap.h):
  * each test in its own process with an alarm, TAP output, then
- * "e2e: P passed, F failed"; exit 0 only if all pass. A test is a function
+ * "e2e: P passed, F failed, S skipped"; exit 0 only if all pass. A test is a function
  * returning 0 (or failing through E2E_CHECK) and an entry of e2e_tests[].
  *
  * Usage: moecache-agent-e2e [--traces DIR] [--keep-logs] [--list] [SUBSTRING...]

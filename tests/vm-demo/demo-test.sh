@@ -6,7 +6,7 @@
 #   demo: clients=4 steps=N hit_rate=X verified=ok host_bytes=B private_bytes=P
 # checked field by field against what README.md and the script's header
 # state. Prints one "ok N - name # description" line per check and
-# "demo: P passed, F failed".
+# "demo: P passed, F failed, S skipped".
 set -u
 
 steps=${DEMO_STEPS:-4}
@@ -77,5 +77,5 @@ check basic_demo_private_bytes "private_bytes is what four private copies would 
 
 sed 's/^/# /' "$work/report"
 rm -rf "$work"
-echo "demo: $passed passed, $failed failed"
+echo "demo: $passed passed, $failed failed, 0 skipped"
 [ "$failed" = 0 ]

@@ -13,7 +13,7 @@
 # 25% and 50%. So does a batched client (moecache-decode --batch B: one
 # acquire per layer of B tokens' union) against sim --batch B, lru. Then
 # moecache-decode's --cold cpu and --cold plan, end to end. Runs in the test VM (tools/vm/run moecache-live). Prints one
-# "ok N - name # description" line per test and "live: P passed, F failed".
+# "ok N - name # description" line per test and "live: P passed, F failed, S skipped".
 set -u
 
 passed=0
@@ -179,5 +179,5 @@ on the CPU, every sequence's output equal bit for bit" \
 cold_slots="--slots 256"
 
 rm -rf "$work"
-echo "live: $passed passed, $failed failed"
+echo "live: $passed passed, $failed failed, 0 skipped"
 [ "$failed" = 0 ]

@@ -8,7 +8,7 @@
  * the banks (free slots first), each bank its own memfd: the route, the
  * per-bank imports and moecache-decode are checked against what the map
  * and the host pages say. Output: "ok N - name # description" or "not ok ..." per test, then
- * "route: P passed, F failed"; exit 0 only if all pass.
+ * "route: P passed, F failed, S skipped"; exit 0 only if all pass.
  *
  * Usage: moecache-route-vmtest [--traces DIR] [--only NAME]
  * (moecache-decode is taken from PATH; the Python test needs the VM booted
@@ -52,7 +52,7 @@ struct rt {
 	pid_t agent;
 	char why[512];
 	const char *skip; /* set by a test that cannot run here: reported as SKIP */
-	int passed, failed, n;
+	int passed, failed, skipped, n;
 };
 
 static int rt_fail(struct rt *t, const char *fmt, ...)
@@ -719,12 +719,15 @@ int main(int argc, char **argv)
 		}
 		moecache_close(mc);
 		if (info.max_banks == 0) {
-			printf("# SKIP the driver has no banks (max_banks 0)\n"
-			       "route: 0 passed, 0 failed\n");
+			for (size_t i = 0; i < sizeof(rt_tests) / sizeof(rt_tests[0]); i++)
+				printf("ok %zu - %s # SKIP the driver has no banks (max_banks 0)\n",
+				       i + 1, rt_tests[i].name);
+			printf("route: 0 passed, 0 failed, %zu skipped\n",
+			       sizeof(rt_tests) / sizeof(rt_tests[0]));
 			return 0;
 		}
 		if (info.max_banks < RT_BANKS) {
-			printf("route: 0 passed, 1 failed\n# max_banks %u: the tests need %d\n",
+			printf("route: 0 passed, 1 failed, 0 skipped\n# max_banks %u: the tests need %d\n",
 			       info.max_banks, RT_BANKS);
 			return 1;
 		}
@@ -742,6 +745,7 @@ int main(int argc, char **argv)
 			ret = rt->run(&t);
 		rt_pool_down(&t);
 		if (!ret && !t.why[0] && t.skip) {
+			t.skipped++;
 			printf("ok %d - %s # SKIP %s\n", t.n, rt->name, t.skip);
 			t.skip = NULL;
 		} else if (ret || t.why[0]) {
@@ -754,6 +758,6 @@ int main(int argc, char **argv)
 		}
 		fflush(stdout);
 	}
-	printf("route: %d passed, %d failed\n", t.passed, t.failed);
+	printf("route: %d passed, %d failed, %d skipped\n", t.passed, t.failed, t.skipped);
 	return t.failed || !t.n ? 1 : 0;
 }

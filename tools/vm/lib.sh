@@ -273,27 +273,34 @@ vm_fetch_9p_modules()
 }
 
 # Runs VM test suite $1 (a program that ends with "WORD: P passed, F
-# failed") in a fresh VM with tools/vm/run, shows its output and keeps it in
-# $2. Sets suite_passed, suite_failed (its tests) and suite_problems (what
-# else went wrong: no summary, a kernel report, rmmod, a crash, the time),
-# each problem counted as one more failure. The VM settings come from the
-# environment (MOECACHE_KERNEL, MOECACHE_VM_*).
+# failed, S skipped") in a fresh VM with tools/vm/run, shows its output and
+# keeps it in $2. Sets suite_passed, suite_failed, suite_skipped (its tests),
+# suite_skips (one "name: reason" per "ok N - name # SKIP reason" line) and
+# suite_problems (what else went wrong: no summary, a kernel report, rmmod,
+# a crash, the time), each problem counted as one more failure. The VM
+# settings come from the environment (MOECACHE_KERNEL, MOECACHE_VM_*).
 vm_run_suite()
 {
 	local suite=$1 log=$2 rc summary here
 	here=$(dirname "${BASH_SOURCE[0]}")
 	suite_passed=0
 	suite_failed=0
+	suite_skipped=0
+	suite_skips=()
 	suite_problems=()
 	MOECACHE_VM_TIMEOUT=${MOECACHE_VM_TIMEOUT:-1200} "$here/run" "$suite" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
-	summary=$(grep -E '^[a-z0-9-]+: [0-9]+ passed, [0-9]+ failed$' "$log" | grep -v '^vm: FAILED' | tail -n1)
+	summary=$(grep -E '^[a-z0-9-]+: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n1)
 	if [ -n "$summary" ]; then
-		read -r suite_passed suite_failed < <(sed 's/^[a-z0-9-]*://' <<<"$summary" | grep -Eo '[0-9]+' | tr '\n' ' ')
+		read -r suite_passed suite_failed suite_skipped < <(sed 's/^[a-z0-9-]*://' <<<"$summary" | grep -Eo '[0-9]+' | tr '\n' ' ')
 	else
 		suite_passed=$(grep -Ec '^ok [0-9]+ ' "$log")
 		suite_failed=$(grep -Ec '^not ok [0-9]+ ' "$log")
-		suite_problems+=("$suite printed no 'WORD: N passed, N failed' line")
+		suite_problems+=("$suite printed no 'WORD: N passed, N failed, N skipped' line")
+	fi
+	mapfile -t suite_skips < <(sed -nE 's/^ok [0-9]+ - ([^ ]+) # SKIP (.*)$/\1: \2/p' "$log")
+	if [ "${#suite_skips[@]}" != "$suite_skipped" ]; then
+		suite_problems+=("$suite counted $suite_skipped skipped but printed ${#suite_skips[@]} SKIP lines")
 	fi
 	# The harness's own verdict: a kernel report, rmmod, a crash or the time.
 	if grep -q '^vm: FAILED: ' "$log"; then

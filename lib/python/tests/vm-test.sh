@@ -16,7 +16,7 @@
 #     the agent is killed with SIGKILL, they go on with no agent, and a new
 #     agent is started: they must finish verified.
 # Prints "ok N - name # description" per test and ends with
-# "python-vm: P passed, F failed" (exit 1 on any failure).
+# "python-vm: P passed, F failed, S skipped" (exit 1 on any failure).
 set -u
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/pyvm.XXXXXX")
@@ -52,7 +52,7 @@ finish()
 	for pid in $agent $api_agent; do
 		kill -TERM "$pid" 2>/dev/null && wait "$pid"
 	done
-	echo "python-vm: $passed passed, $failed failed"
+	echo "python-vm: $passed passed, $failed failed, 0 skipped"
 	[ "$failed" = 0 ]
 	exit
 }

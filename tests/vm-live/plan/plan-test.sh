@@ -10,7 +10,7 @@
 # the driver publishes (moecache-plan-queue, against an agent whose copies
 # are slowed). docs/live-vs-sim.md says what differs and why.
 # Runs in the test VM (tools/vm/run moecache-live-plan). Prints one
-# "ok N - name # description" line per test and "live-plan: P passed, F failed".
+# "ok N - name # description" line per test and "live-plan: P passed, F failed, S skipped".
 # Usage: moecache-live-plan [FILTER]: only the tests whose name contains FILTER.
 set -u
 
@@ -156,5 +156,5 @@ client=
 show=
 
 rm -rf "$work"
-echo "live-plan: $passed passed, $failed failed"
+echo "live-plan: $passed passed, $failed failed, 0 skipped"
 [ "$failed" = 0 ]

@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "lib/gpu/common.h"
+#include "libmoecache.h"
 
 static const char agent_usage[] =
     "usage: moecached [options]\n"
@@ -148,7 +149,10 @@ int agent_config_set(struct agent_config *c, const char *key, const char *value)
 	if (agent_key_is(key, "device"))
 		return *value ? agent_copy_str(c->device, sizeof(c->device), value) : -EINVAL;
 	if (agent_key_is(key, "backend")) {
-		if (strcmp(value, "cpu") && strcmp(value, "cuda") && strcmp(value, "rocm"))
+		uint32_t id;
+
+		/* A name of libmoecache's table, but "auto": the agent is what chooses. */
+		if (moecache_backend_parse(value, &id) || id == MOECACHE_BACKEND_NONE)
 			return -EINVAL;
 		return agent_copy_str(c->backend, sizeof(c->backend), value);
 	}

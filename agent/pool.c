@@ -1565,16 +1565,10 @@ static int pool_read_layout(struct agent_pool *p)
 
 static const char *pool_backend_name(const struct agent_pool *p, uint32_t backend)
 {
-	switch (backend) {
-	case MOECACHE_BACKEND_CPU:
-		return "cpu";
-	case MOECACHE_BACKEND_CUDA:
-		return "cuda";
-	case MOECACHE_BACKEND_ROCM:
-		return "rocm";
-	default:
-		return p->cfg->backend; /* the layout leaves it to the agent */
-	}
+	/* MOECACHE_BACKEND_NONE: the layout leaves it to the agent. */
+	if (backend == MOECACHE_BACKEND_NONE || !moecache_backend_name(backend))
+		return p->cfg->backend;
+	return moecache_backend_name(backend);
 }
 
 /* Adopts bank i as the driver kept it (warm restart), or makes and hands over a new one. */

@@ -281,12 +281,3 @@ bool agent_slots_is_filling(const struct agent_slots *s, uint32_t idx)
 {
 	return idx < s->n_idx && s->filling[idx] != MOECACHE_NONE;
 }
-
-uint32_t agent_slots_n_filling(const struct agent_slots *s)
-{
-	uint32_t n = 0;
-
-	for (uint32_t idx = 0; idx < s->n_idx; idx++)
-		n += s->filling[idx] != MOECACHE_NONE;
-	return n;
-}

@@ -108,6 +108,5 @@ void agent_slots_committed(struct agent_slots *s, uint32_t slot);
 /* The fill of slot was aborted: the slot is free again. */
 void agent_slots_aborted(struct agent_slots *s, uint32_t slot);
 bool agent_slots_is_filling(const struct agent_slots *s, uint32_t idx);
-uint32_t agent_slots_n_filling(const struct agent_slots *s);
 
 #endif /* MOECACHE_AGENT_SLOTS_H */

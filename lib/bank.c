@@ -27,10 +27,36 @@ static void mc_cpu_unimport(struct moecache_bank_map *b)
 	munmap(b->base, b->bytes);
 }
 
+static const char *const mc_backend_names[] = {
+    [MOECACHE_BACKEND_NONE] = "auto",
+    [MOECACHE_BACKEND_CPU] = "cpu",
+    [MOECACHE_BACKEND_CUDA] = "cuda",
+    [MOECACHE_BACKEND_ROCM] = "rocm",
+};
+
+const char *moecache_backend_name(uint32_t backend)
+{
+	if (backend < sizeof(mc_backend_names) / sizeof(mc_backend_names[0]))
+		return mc_backend_names[backend];
+	return NULL;
+}
+
+int moecache_backend_parse(const char *name, uint32_t *out)
+{
+	if (!name || !out)
+		return -EINVAL;
+	for (uint32_t i = 0; i < sizeof(mc_backend_names) / sizeof(mc_backend_names[0]); i++)
+		if (mc_backend_names[i] && !strcmp(name, mc_backend_names[i])) {
+			*out = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 static const struct mc_bank_backend mc_bank_backends[] = {
-    {MOECACHE_BACKEND_CPU, "cpu", mc_cpu_import, mc_cpu_unimport},
-    {MOECACHE_BACKEND_CUDA, "cuda", mc_cuda_bank_import, mc_cuda_bank_unimport},
-    {MOECACHE_BACKEND_ROCM, "rocm", mc_rocm_bank_import, mc_rocm_bank_unimport},
+    {MOECACHE_BACKEND_CPU, mc_cpu_import, mc_cpu_unimport},
+    {MOECACHE_BACKEND_CUDA, mc_cuda_bank_import, mc_cuda_bank_unimport},
+    {MOECACHE_BACKEND_ROCM, mc_rocm_bank_import, mc_rocm_bank_unimport},
 };
 
 const struct mc_bank_backend *mc_bank_backend_find(uint32_t id)
@@ -128,11 +154,6 @@ err:
 int moecache_bank_import(struct moecache *mc, struct moecache_bank_map *out)
 {
 	return mc_bank_import(mc, 0, false, out);
-}
-
-int moecache_bank_import_rw(struct moecache *mc, struct moecache_bank_map *out)
-{
-	return mc_bank_import(mc, 0, true, out);
 }
 
 int moecache_bank_import_index(struct moecache *mc, uint32_t index, struct moecache_bank_map *out)

@@ -5,9 +5,11 @@ LIBMOECACHE_A    := $(LIBOUT)/libmoecache.a
 # The shared object's soname is libmoecache.so.1 (bump it on an ABI break);
 # lib/libmoecache.map exports the API of libmoecache.h and nothing else.
 # In build/ the object is libmoecache.so (other fragments name it) with
-# libmoecache.so.1 a link to it; `make install` installs it as .so.1.0.0.
+# libmoecache.so.1 a link to it; `make install` installs it as
+# .so.$(LIBMOECACHE_VERSION), whose minor number counts the map's version
+# nodes after the first.
 LIBMOECACHE_SOVERSION := 1
-LIBMOECACHE_VERSION   := 1.0.0
+LIBMOECACHE_VERSION   := 1.1.0
 LIBMOECACHE_MAP  := lib/libmoecache.map
 LIBMOECACHE_SO   := $(LIBOUT)/libmoecache.so
 LIBMOECACHE_SO_LINK := $(LIBOUT)/libmoecache.so.$(LIBMOECACHE_SOVERSION)

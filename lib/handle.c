@@ -76,13 +76,6 @@ int moecache_get_info(struct moecache *mc, struct moecache_info *out)
 	return mc_ioctl(mc, MOECACHE_IOC_GET_INFO, out);
 }
 
-int moecache_nop(struct moecache *mc)
-{
-	if (!mc)
-		return -EINVAL;
-	return mc_ioctl(mc, MOECACHE_IOC_NOP, NULL);
-}
-
 /* 1..63 characters of [A-Za-z0-9._-], as the driver accepts. */
 static int mc_check_name(const char *name)
 {

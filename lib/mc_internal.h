@@ -72,7 +72,6 @@ int mc_fast_release_all(struct moecache *mc);
  */
 struct mc_bank_backend {
 	uint32_t id; /* enum moecache_backend */
-	const char *name;
 	int (*import)(struct moecache_bank_map *b);
 	void (*unimport)(struct moecache_bank_map *b);
 };

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backend_impl.h"
+#include "libmoecache.h"
 
 struct agent_backend {
 	const struct agent_backend_ops *ops;
@@ -21,12 +22,15 @@ int agent_backend_create(const char *name, const struct agent_backend_config *cf
 {
 	const struct agent_backend_ops *ops = NULL;
 	struct agent_backend *be;
+	uint32_t id;
 	int ret;
 
 	if (!name || !cfg || !out || !cfg->n_slots || !cfg->expert_bytes || !cfg->copy_threads)
 		return -EINVAL;
+	if (moecache_backend_parse(name, &id))
+		return -EOPNOTSUPP;
 	for (size_t i = 0; i < sizeof(agent_backends) / sizeof(agent_backends[0]); i++)
-		if (!strcmp(agent_backends[i]->name, name))
+		if (agent_backends[i]->id == id)
 			ops = agent_backends[i];
 	if (!ops)
 		return -EOPNOTSUPP;
@@ -49,11 +53,6 @@ void agent_backend_destroy(struct agent_backend *be)
 		return;
 	be->ops->destroy(be->priv);
 	free(be);
-}
-
-uint32_t agent_backend_id(const struct agent_backend *be)
-{
-	return be->ops->id;
 }
 
 int agent_backend_bank_create(struct agent_backend *be, struct moecache_bank *desc)

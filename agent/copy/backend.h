@@ -79,7 +79,6 @@ int agent_backend_create(const char *name, const struct agent_backend_config *cf
 			 struct agent_backend **out);
 /* Waits for the copies in flight (their completions are dropped), frees the bank mapping. */
 void agent_backend_destroy(struct agent_backend *be);
-uint32_t agent_backend_id(const struct agent_backend *be);
 
 /* Allocates a new bank; desc (fd still owned by the backend) is ready for BANK_SET. */
 int agent_backend_bank_create(struct agent_backend *be, struct moecache_bank *desc);

@@ -6,8 +6,7 @@
 #include "backend.h"
 
 struct agent_backend_ops {
-	const char *name;
-	uint32_t id; /* enum moecache_backend */
+	uint32_t id; /* enum moecache_backend: its name is moecache_backend_name(id) */
 	int (*create)(const struct agent_backend_config *cfg, void **priv);
 	void (*destroy)(void *priv);
 	int (*bank_create)(void *priv, struct moecache_bank *desc);

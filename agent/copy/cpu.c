@@ -334,7 +334,6 @@ static int cpu_copy_peer(void *dst, void *src, uint32_t src_slot, const struct a
 }
 
 const struct agent_backend_ops agent_cpu_backend = {
-    .name = "cpu",
     .id = MOECACHE_BACKEND_CPU,
     .create = cpu_create,
     .destroy = cpu_destroy,

@@ -69,8 +69,7 @@ struct agent_gpu_engine;
  * close in destroy (drain while the thread still runs, without the lock).
  */
 struct agent_gpu_ops {
-	const char *name; /* "cuda", "rocm": messages */
-	uint32_t backend; /* enum moecache_backend */
+	uint32_t backend; /* enum moecache_backend (its name: moecache_backend_name) */
 	size_t size;	  /* of the vendor's struct, which starts with struct agent_gpu_engine */
 
 	/* Loads and opens the driver, counts its devices. */
@@ -139,7 +138,7 @@ struct agent_gpu_ops {
 /* A vendor's device ops table from its functions, named VENDOR_open, VENDOR_close... */
 #define AGENT_GPU_OPS(vendor, vendor_id, vendor_struct)                                            \
 	{                                                                                          \
-		.name = #vendor, .backend = (vendor_id), .size = sizeof(vendor_struct),            \
+		.backend = (vendor_id), .size = sizeof(vendor_struct),                             \
 		.open = vendor##_open, .close = vendor##_close,                                    \
 		.device_info = vendor##_device_info, .device_of = vendor##_device_of,              \
 		.bind = vendor##_bind, .unbind = vendor##_unbind,                                  \
@@ -252,9 +251,9 @@ int agent_gpu_backend_device(const void *priv);
 const char *agent_gpu_backend_error(const void *priv);
 
 /* A vendor's backend ops table: create is its own, the rest the engine's. */
-#define AGENT_GPU_BACKEND_OPS(vendor_name, vendor_id, vendor_create)                               \
+#define AGENT_GPU_BACKEND_OPS(vendor_id, vendor_create)                                            \
 	{                                                                                          \
-		.name = (vendor_name), .id = (vendor_id), .create = (vendor_create),               \
+		.id = (vendor_id), .create = (vendor_create),                                      \
 		.destroy = agent_gpu_backend_destroy,                                              \
 		.bank_create = agent_gpu_backend_bank_create,                                      \
 		.bank_adopt = agent_gpu_backend_bank_adopt, .slot = agent_gpu_backend_slot,        \
@@ -284,7 +283,7 @@ const char *agent_gpu_backend_error(const void *priv);
 		return agent_##vendor##_backend_create(cfg, cfg->gpu, priv, NULL, 0);              \
 	}                                                                                          \
 	const struct agent_backend_ops agent_##vendor##_backend =                                  \
-	    AGENT_GPU_BACKEND_OPS(#vendor, vendor_id, vendor##_create)
+	    AGENT_GPU_BACKEND_OPS(vendor_id, vendor##_create)
 
 extern const struct agent_backend_ops agent_cuda_backend;
 extern const struct agent_backend_ops agent_rocm_backend;

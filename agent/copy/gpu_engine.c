@@ -11,6 +11,7 @@
 
 #include "agent/log.h"
 #include "gpu.h"
+#include "libmoecache.h"
 
 /* Ids of engines (gpu.h: agent_gpu_engine.id), never reused. */
 static uint64_t gpu_engine_ids;
@@ -33,7 +34,7 @@ const char *agent_gpu_engine_pool(const struct agent_gpu_engine *g)
 
 void agent_gpu_log_err(struct agent_gpu_engine *g)
 {
-	agent_logf(NULL, LOG_ERR, agent_gpu_engine_pool(g), "%s: %s", g->ops->name, g->err);
+	agent_logf(NULL, LOG_ERR, agent_gpu_engine_pool(g), "%s: %s", moecache_backend_name(g->ops->backend), g->err);
 }
 
 void agent_gpu_errf(struct agent_gpu_engine *g, const char *fmt, ...)
@@ -148,7 +149,7 @@ static bool gpu_queue_progress(struct agent_gpu_engine *g, uint32_t qi, uint64_t
 		moved = true;
 		if (ret)
 			agent_logf(NULL, LOG_ERR, agent_gpu_engine_pool(g),
-				   "%s: copy into slot %u failed: %s", g->ops->name, h->c.slot,
+				   "%s: copy into slot %u failed: %s", moecache_backend_name(g->ops->backend), h->c.slot,
 				   strerror(-ret));
 		else if (!h->cancelled && h->off + h->bytes < g->cfg.expert_bytes) {
 			/* A prefetch's piece: the next goes behind what was queued meanwhile. */
@@ -452,7 +453,7 @@ static int gpu_budget_take(struct agent_gpu_engine *g, bool adopting)
 			if (adopting) {
 				agent_logf(NULL, LOG_WARNING, agent_gpu_engine_pool(g),
 					   "%s: the adopted bank exceeds GPU %d's budget",
-					   g->ops->name, g->device);
+					   moecache_backend_name(g->ops->backend), g->device);
 				return 0;
 			}
 			agent_gpu_errf(

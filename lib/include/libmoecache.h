@@ -83,6 +83,17 @@ struct moecache_pool_info {
 	struct moecache_offsets off;
 };
 
+/*
+ * The one table of bank backends' names (enum moecache_backend): "cpu",
+ * "cuda", "rocm", and "auto" for MOECACHE_BACKEND_NONE (a bank layout that
+ * leaves the backend to the agent). moecache_backend_name() returns NULL for
+ * an id this library does not know; moecache_backend_parse() returns
+ * -EINVAL for a name it does not know (or NULL arguments) and leaves *out
+ * alone.
+ */
+const char *moecache_backend_name(uint32_t backend);
+int moecache_backend_parse(const char *name, uint32_t *out);
+
 /* An imported bank: what a process needs to read (or write) slots. */
 struct moecache_bank_map {
 	uint32_t backend; /* enum moecache_backend */
@@ -113,7 +124,6 @@ int moecache_open(const char *path, struct moecache **out);
 void moecache_close(struct moecache *mc);
 int moecache_fd(const struct moecache *mc);
 int moecache_get_info(struct moecache *mc, struct moecache_info *out);
-int moecache_nop(struct moecache *mc);
 
 /*
  * Administration (CAP_SYS_ADMIN, or the owner for destroy); no attach needed.
@@ -224,12 +234,6 @@ int moecache_stats_bank(struct moecache *mc, uint32_t bank, struct moecache_stat
  * set none; -EOPNOTSUPP for a backend this build cannot import.
  */
 int moecache_bank_import(struct moecache *mc, struct moecache_bank_map *out);
-/*
- * The same, mapped read-write (an agent's handle): for a program that writes
- * the bank from the host. moecached does not use it: after a restart it
- * adopts the bank with moecache_bank_get() and its backend's own import.
- */
-int moecache_bank_import_rw(struct moecache *mc, struct moecache_bank_map *out);
 void moecache_bank_unimport(struct moecache_bank_map *b);
 /*
  * Host-visible address of a global slot (what acquire returns) in this

@@ -30,7 +30,7 @@ $(CTL_UNIT_CKPT): $(OBJ)/tests/unit/ctl/test_ckpt.o $(CTL_GEN_OBJS) $(CTL_CKPT_O
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(JSONC_LIBS)
 
 $(CTL_UNIT_UTIL): $(OBJ)/tests/unit/ctl/test_util.o $(OBJ)/tests/unit/ctl/test_banks.o \
-		$(OBJ)/$(CTL_DIR)/util.o $(CTL_NL_OBJS)
+		$(OBJ)/$(CTL_DIR)/util.o $(CTL_NL_OBJS) $(LIBOUT)/libmoecache.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRIT_LIBS) $(NL_LIBS)
 

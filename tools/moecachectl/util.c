@@ -17,6 +17,7 @@
 #include <moecache.h>
 
 #include "ctl.h"
+#include "libmoecache.h"
 
 int ctl_fail(const char *fmt, ...)
 {
@@ -223,18 +224,11 @@ int ctl_make_rundir(const struct ctl *ctl)
 	return 0;
 }
 
-static const char *const ctl_backends[] = {
-    [MOECACHE_BACKEND_NONE] = "auto",
-    [MOECACHE_BACKEND_CPU] = "cpu",
-    [MOECACHE_BACKEND_CUDA] = "cuda",
-    [MOECACHE_BACKEND_ROCM] = "rocm",
-};
-
 const char *ctl_backend_name(uint32_t backend)
 {
-	if (backend < sizeof(ctl_backends) / sizeof(ctl_backends[0]))
-		return ctl_backends[backend];
-	return "?";
+	const char *name = moecache_backend_name(backend);
+
+	return name ? name : "?";
 }
 
 int ctl_parse_bank(const char *s, struct ctl_bank_spec *out, char *err, size_t errlen)
@@ -267,10 +261,7 @@ int ctl_parse_bank(const char *s, struct ctl_bank_spec *out, char *err, size_t e
 		snprintf(err, errlen, "'%s': bad tier '%s'", s, field[0]);
 		return -EINVAL;
 	}
-	for (backend = 0; backend < sizeof(ctl_backends) / sizeof(ctl_backends[0]); backend++)
-		if (!strcmp(field[1], ctl_backends[backend]))
-			break;
-	if (backend == sizeof(ctl_backends) / sizeof(ctl_backends[0])) {
+	if (moecache_backend_parse(field[1], &backend)) {
 		snprintf(err, errlen, "'%s': backend '%s' is not cpu, cuda, rocm or auto", s,
 			 field[1]);
 		return -EINVAL;

@@ -988,18 +988,13 @@ static PyObject *client_get_banks(ClientObject *c, void *closure)
 	return t;
 }
 
-/* A backend's name: cpu, cuda, rocm, none (the agent chooses), or backend-N. */
+/* A backend's name (libmoecache's table: cpu, cuda, rocm, auto), or backend-N. */
 static PyObject *backend_str(uint32_t backend)
 {
-	static const char *const names[] = {
-	    [MOECACHE_BACKEND_NONE] = "none",
-	    [MOECACHE_BACKEND_CPU] = "cpu",
-	    [MOECACHE_BACKEND_CUDA] = "cuda",
-	    [MOECACHE_BACKEND_ROCM] = "rocm",
-	};
+	const char *name = moecache_backend_name(backend);
 
-	if (backend < sizeof(names) / sizeof(names[0]) && names[backend])
-		return PyUnicode_FromString(names[backend]);
+	if (name)
+		return PyUnicode_FromString(name);
 	return PyUnicode_FromFormat("backend-%u", backend);
 }
 

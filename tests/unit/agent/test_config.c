@@ -100,6 +100,9 @@ Test(config, bad_input_bad_values,
 	cr_assert_eq(agent_config_set(&c, "copy_threads", "3x"), -EINVAL);
 	cr_assert_eq(agent_config_set(&c, "foreground", "maybe"), -EINVAL);
 	cr_assert_eq(agent_config_set(&c, "backend", "fpga"), -EINVAL);
+	/* "auto" is a bank layout's word for "the agent chooses": not a choice. */
+	cr_assert_eq(agent_config_set(&c, "backend", "auto"), -EINVAL);
+	cr_assert_str_eq(c.backend, "cpu", "a refused backend must not change the value");
 	cr_assert_eq(agent_config_set(&c, "pool", "a/b"), -EINVAL);
 	cr_assert_eq(agent_config_set(&c, "pool", "a,,b"), -EINVAL);
 	cr_assert_eq(agent_config_set(&c, "log_level", "8"), -EINVAL);

@@ -262,12 +262,19 @@ struct moecache_file {
 	struct file *file;		/* its opener's credentials: f_cred */
 	struct moecache_pool *pool;	/* release/acquire, set once */
 	u32 role;
+	/*
+	 * Clients: whose tenant the file is (attach_tenant_uid(): its
+	 * attacher's effective uid, or its opener's where a deputy exempt
+	 * from the share attached it). Set under pool->lock before the file
+	 * joins pool->files, then fixed.
+	 */
+	kuid_t tenant_uid;
 	struct list_head node;		/* pool->files */
 	u32 *pins;			/* clients: pins per slot */
 	unsigned long *pinned;		/* clients: the slots with pins[slot] > 0 */
 	u32 n_pins;			/* clients: their sum, <= max_file_pins */
 	u32 n_pinned_slots;		/* clients: slots with pins[slot] > 0 */
-	/* Clients held to the pin share: their uid's; NULL for exempt ones. */
+	/* Clients held to the pin share: tenant_uid's; NULL for exempt ones. */
 	struct moecache_tenant *tenant;
 	unsigned long *asked;		/* clients: idx this file asked for */
 	u32 n_asked;			/* clients: bits set in asked */

@@ -35,13 +35,14 @@ static void fast_refs_del(struct moecache_pool *pool, struct moecache_file *mf)
 }
 
 /*
- * Counts mf among its tenant's files, taking the tenant of its uid from
- * the pool or, for the first file of a uid, *spare (which is then used).
+ * Counts mf among its tenant's files, taking the tenant of its attacher's
+ * uid from the pool or, for the first file of a uid, *spare (which is then
+ * used).
  */
 static void tenant_join(struct moecache_pool *pool, struct moecache_file *mf,
 			struct moecache_tenant **spare)
 {
-	kuid_t uid = mf->file->f_cred->euid;
+	kuid_t uid = mf->tenant_uid;
 	struct moecache_tenant *t;
 
 	lockdep_assert_held(&pool->lock);
@@ -201,15 +202,31 @@ static bool attach_user_bounded(struct moecache_pool *pool,
 }
 
 /*
- * May one more client file of the opener's user attach? Clients alone are
+ * Whose tenant a client file attached now is (docs/abi.md, "Tenants"): the
+ * attacher's, whose call takes the place in the pool, so that a file opened
+ * by another uid and handed over unattached brings no second share with
+ * it. Where the attacher is exempt from the share (the owner, or
+ * CAP_SYS_ADMIN) the file is held to it only for its opener's sake (a
+ * deputy's inherited descriptor): it is the opener's, so that a deputy
+ * attaching files for several users does not pool them into one tenant.
+ */
+static kuid_t attach_tenant_uid(struct moecache_pool *pool,
+				const struct moecache_file *mf)
+{
+	if (moecache_pool_may_admin(pool))
+		return mf->file->f_cred->euid;
+	return current_euid();
+}
+
+/*
+ * May one more client file of tenant uid attach? Clients alone are
  * limited: the agent and loaders (write permission, trusted) must attach
  * whatever the readers hold, or a restarted agent would be locked out.
  */
-static bool attach_client_room(struct moecache_pool *pool,
-			       struct moecache_file *mf, bool user_bounded)
+static bool attach_client_room(struct moecache_pool *pool, kuid_t uid,
+			       bool user_bounded)
 {
 	unsigned int user_max = READ_ONCE(max_user_pool_files), mine = 0;
-	kuid_t uid = mf->file->f_cred->euid;
 	struct moecache_file *f;
 
 	lockdep_assert_held(&pool->lock);
@@ -221,7 +238,7 @@ static bool attach_client_room(struct moecache_pool *pool,
 	/* Bounded by max_pool_files: a short walk, on attach only. */
 	list_for_each_entry(f, &pool->files, node)
 		if (f->role == MOECACHE_ROLE_CLIENT &&
-		    uid_eq(f->file->f_cred->euid, uid) && ++mine >= user_max)
+		    uid_eq(f->tenant_uid, uid) && ++mine >= user_max)
 			return false;
 	return mine < user_max;
 }
@@ -331,6 +348,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 	int want, ret = 0;
 	struct pid *lost_pid = NULL;
 	bool user_bounded = false;
+	kuid_t tenant_uid;
 	bool exempt;
 
 	if (copy_from_user(&req, argp, sizeof(req)))
@@ -393,10 +411,11 @@ static long ioc_attach(struct moecache_pool *unattached,
 	}
 	if (req.role == MOECACHE_ROLE_CLIENT)
 		user_bounded = attach_user_bounded(pool, mf);
+	tenant_uid = attach_tenant_uid(pool, mf);
 
 	spin_lock(&pool->lock);
 	if (req.role == MOECACHE_ROLE_CLIENT &&
-	    !attach_client_room(pool, mf, user_bounded)) {
+	    !attach_client_room(pool, tenant_uid, user_bounded)) {
 		spin_unlock(&pool->lock);
 		ret = -EMFILE;
 		goto out_unlock;
@@ -412,6 +431,7 @@ static long ioc_attach(struct moecache_pool *unattached,
 		agent_detach(pool);
 	}
 	mf->role = req.role;
+	mf->tenant_uid = tenant_uid;
 	mf->pins = bufs.pins;
 	mf->pinned = bufs.pinned;
 	mf->asked = bufs.asked;

@@ -354,6 +354,75 @@ static void permission_pin_share_deputy_file_limited(struct vm_ctx *ctx)
 	vm_pool_destroy(ctx->pool);
 }
 
+/* ---- whose tenant a file is: its attacher's -------------------------------- */
+
+static void handed_file_main(void *arg)
+{
+	struct tenant_job *job = arg;
+	int root_fd = open(job->node, O_RDWR | O_CLOEXEC);
+	struct vm_view mine, handed;
+
+	VM_ASSERT(root_fd >= 0);
+	tenant_attach(job, &mine, vm_become_unprivileged(job->uid, job->uid, job->node));
+	/* Root's file, handed over unattached, attached by this uid. */
+	VM_EQ(vm_try_attach_fd(&handed, root_fd, job->pool, MOECACHE_ROLE_CLIENT), 0);
+	VM_OK(acq(&mine, 0, ids, SHARE, 0, 0));
+	VM_REFUSED(&handed, EDQUOT, acq(&handed, 0, &ids[SHARE], 1, 0, 0));
+	/* One share over both: a slot let go by one is room for the other. */
+	vm_release(&mine, &ids[0], 1);
+	VM_OK(acq(&handed, 0, &ids[SHARE], 1, 0, 0));
+	VM_REFUSED(&mine, EDQUOT, acq(&mine, 0, &ids[SHARE + 1], 1, 0, 0));
+	vm_detach(&handed);
+	vm_detach(&mine);
+}
+
+/*
+ * Pins: a file root opened and handed, unattached, to uid 65534 counted as
+ * root's tenant, so that uid held two shares. The tenant is the attacher.
+ */
+static void permission_pin_share_handed_file_is_attachers(struct vm_ctx *ctx)
+{
+	tenant_run(ctx, handed_file_main);
+}
+
+/* Opens node with euid uid (root's saved uid kept), as a user's process would. */
+static int open_as(const char *node, uid_t uid)
+{
+	int fd;
+
+	VM_OK(setresuid(-1, uid, 0));
+	fd = open(node, O_RDWR | O_CLOEXEC);
+	VM_OK(setresuid(-1, 0, -1));
+	VM_ASSERT(fd >= 0);
+	return fd;
+}
+
+/*
+ * A deputy exempt from the share (root) attaching files two users opened:
+ * each file is its opener's tenant, not one tenant of the deputy's.
+ */
+static void permission_pin_share_deputy_files_their_openers(struct vm_ctx *ctx)
+{
+	struct vm_view a, c[2];
+	char node[64];
+	int i;
+
+	share_pool(ctx->pool, 0, 0644, &a);
+	vm_get_node(node, sizeof(node));
+	VM_EQ(vm_try_attach_fd(&c[0], open_as(node, NOBODY), ctx->pool, MOECACHE_ROLE_CLIENT), 0);
+	VM_EQ(vm_try_attach_fd(&c[1], open_as(node, OTHER_UID), ctx->pool, MOECACHE_ROLE_CLIENT),
+	      0);
+	VM_OK(acq(&c[0], 0, ids, SHARE, 0, 0));
+	VM_OK(acq(&c[1], 0, &ids[SHARE], N_SLOTS - SHARE, 0, 0));
+	for (i = 0; i < 2; i++)
+		VM_REFUSED(&c[i], EDQUOT, acq(&c[i], 0, &ids[i ? 0 : SHARE], 1, 0, 0));
+	for (i = 0; i < 2; i++)
+		vm_detach(&c[i]);
+	vm_put_node(node);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
 /* ---- fast pins ------------------------------------------------------------ */
 
 struct fast_job {
@@ -713,6 +782,10 @@ static const struct vm_test pin_share_tests[] = {
 	    "root and the pool's owner uid may pin every slot"),
     VM_TEST(permission_pin_share_deputy_file_limited,
 	    "a file opened by uid 65534 and used by root is held to its opener's share"),
+    VM_TEST(permission_pin_share_handed_file_is_attachers,
+	    "a file root opened, attached by uid 65534, is that uid's tenant: one share over both"),
+    VM_TEST(permission_pin_share_deputy_files_their_openers,
+	    "root attaching files two uids opened holds each to its opener's share"),
     VM_TEST(permission_pin_share_fast_pins_exempt_only,
 	    "ATTACH with FAST_PINS is EPERM but for the pool's owner and root"),
     VM_TEST(basic_pin_share_lib_fast_pins_fall_back,

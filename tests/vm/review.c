@@ -168,7 +168,8 @@ static void bad_input_rel_all_during_wait_no_underflow(struct vm_ctx *ctx)
 struct flood_job {
 	char pool[MOECACHE_NAME_LEN];
 	char node[64];
-	unsigned int want; /* client files to attach */
+	unsigned int want;     /* client files to attach */
+	unsigned int root_fds; /* of them, files opened as root before dropping */
 	unsigned int attached;
 	int last_ret; /* of the attach that stopped it, 0 if none did */
 	struct vm_gate ready;
@@ -179,14 +180,23 @@ struct flood_job {
 static void flood_main(void *arg)
 {
 	struct flood_job *job = arg;
-	int fd = vm_become_unprivileged(NOBODY, NOBODY, job->node);
 	struct vm_view v[16];
+	int root_fd[4], fd;
 	unsigned int i;
 
+	VM_ASSERT(job->root_fds <= ARRAY_SIZE(root_fd));
+	for (i = 0; i < job->root_fds; i++)
+		root_fd[i] = open(job->node, O_RDWR | O_CLOEXEC);
+	fd = vm_become_unprivileged(NOBODY, NOBODY, job->node);
 	job->last_ret = 0;
 	for (i = 0; i < job->want && i < ARRAY_SIZE(v); i++) {
-		if (fd < 0)
+		if (i < job->root_fds) {
+			if (fd >= 0)
+				close(fd);
+			fd = root_fd[i];
+		} else if (fd < 0) {
 			fd = open(job->node, O_RDWR | O_CLOEXEC);
+		}
 		VM_ASSERT(fd >= 0);
 		job->last_ret = vm_try_attach_fd(&v[i], fd, job->pool, MOECACHE_ROLE_CLIENT);
 		if (job->last_ret)
@@ -202,13 +212,15 @@ static void flood_main(void *arg)
 		vm_detach(&v[i]);
 }
 
-static struct flood_job *flood_start(struct vm_ctx *ctx, unsigned int want, pid_t *pid)
+static struct flood_job *flood_start(struct vm_ctx *ctx, unsigned int want, unsigned int root_fds,
+				     pid_t *pid)
 {
 	struct flood_job *job = vm_shared(sizeof(*job));
 
 	snprintf(job->pool, sizeof(job->pool), "%s", ctx->pool);
 	vm_get_node(job->node, sizeof(job->node));
 	job->want = want;
+	job->root_fds = root_fds;
 	vm_gate_open(&job->ready);
 	vm_gate_open(&job->release);
 	*pid = vm_spawn(flood_main, job);
@@ -240,7 +252,7 @@ static void permission_client_file_flood_agent_still_attaches(struct vm_ctx *ctx
 	g.mode = 0644;
 	vm_pool_create(ctx->pool, &g);
 	old_pool = vm_param_set("max_pool_files", 2);
-	job = flood_start(ctx, 2, &pid);
+	job = flood_start(ctx, 2, 0, &pid);
 	ret_agent = vm_try_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
 	ret_loader = vm_try_attach(&l, ctx->pool, MOECACHE_ROLE_LOADER);
 	ret_client = vm_try_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
@@ -272,7 +284,7 @@ static void permission_client_files_per_user_bound(struct vm_ctx *ctx)
 	g.mode = 0644;
 	vm_pool_create(ctx->pool, &g);
 	old_user = vm_param_set("max_user_pool_files", 2);
-	job = flood_start(ctx, 3, &pid);
+	job = flood_start(ctx, 3, 0, &pid);
 	/* The owner is not bound by it. */
 	for (i = 0; i < ARRAY_SIZE(c); i++)
 		if (vm_try_attach(&c[i], ctx->pool, MOECACHE_ROLE_CLIENT))
@@ -284,6 +296,28 @@ static void permission_client_files_per_user_bound(struct vm_ctx *ctx)
 	VM_EQ(i, ARRAY_SIZE(c));
 	for (i = 0; i < ARRAY_SIZE(c); i++)
 		vm_detach(&c[i]);
+	vm_pool_destroy(ctx->pool);
+}
+
+/*
+ * Pins: files root opened and handed over unattached counted as root's, so
+ * the user attaching them had max_user_pool_files more places.
+ */
+static void permission_client_files_per_user_handed_files(struct vm_ctx *ctx)
+{
+	unsigned long long old_user;
+	struct vm_geom g = vm_geom_default;
+	struct flood_job *job;
+	pid_t pid;
+
+	g.mode = 0644;
+	vm_pool_create(ctx->pool, &g);
+	old_user = vm_param_set("max_user_pool_files", 2);
+	job = flood_start(ctx, 3, 2, &pid);
+	vm_param_set("max_user_pool_files", old_user);
+	flood_end(job, pid);
+	VM_EQ(job->attached, 2);
+	VM_EQ(job->last_ret, -EMFILE);
 	vm_pool_destroy(ctx->pool);
 }
 
@@ -600,6 +634,8 @@ static const struct vm_test review_tests[] = {
 	    "clients filling max_pool_files do not keep an agent or a loader from attaching"),
     VM_TEST(permission_client_files_per_user_bound,
 	    "a user other than the owner attaches at most max_user_pool_files clients (EMFILE)"),
+    VM_TEST(permission_client_files_per_user_handed_files,
+	    "files root opened count against the user that attaches them, not root"),
     VM_TEST(permission_info_hides_invisible_pools,
 	    "GET_INFO counts only the pools and host bytes the caller may see"),
     VM_TEST(bad_input_bank_set_cuda_unix_socket,

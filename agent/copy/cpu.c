@@ -20,9 +20,12 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/log.h"
 #include "backend_impl.h"
 #include "copy_queue.h"
 
@@ -200,6 +203,30 @@ err:
 	return ret;
 }
 
+/*
+ * What a client holding the driver's read-only view of the bank could do
+ * to its pages with madvise() and mincore(), which the view cannot refuse
+ * (the mapping is the memfd's). A memfd inode is 0777, and the kernel lets
+ * whoever may write a file's inode page its pages out (MADV_PAGEOUT) and
+ * read their residency (mincore): owner-only, a client's PAGEOUT skips
+ * them and its mincore reports every page resident. MADV_COLD has no such
+ * check; locked, the pages are unevictable and COLD and PAGEOUT are no-ops
+ * whoever asks (MLOCK_ONFAULT: locked as the copies first touch them).
+ * Neither changes what a client reads. A failure is not fatal (the bank
+ * works, only evictable): it is said once, with the reason, where
+ * RLIMIT_MEMLOCK is too low (LimitMEMLOCK= of moecached@.service).
+ */
+static void cpu_guard_bank(struct cpu_backend *cb)
+{
+	if (fchmod(cb->memfd, S_IRUSR | S_IWUSR) < 0)
+		agent_warn(NULL, cb->cfg.pool, "cpu bank: fchmod 0600: %s", strerror(errno));
+	if (mlock2(cb->bank, cb->bank_bytes, MLOCK_ONFAULT) < 0)
+		agent_warn(NULL, cb->cfg.pool,
+			   "cpu bank: mlock of %llu bytes: %s; its pages stay evictable "
+			   "(raise RLIMIT_MEMLOCK)",
+			   (unsigned long long)cb->bank_bytes, strerror(errno));
+}
+
 static int cpu_map_bank(struct cpu_backend *cb)
 {
 	void *p = mmap(NULL, cb->bank_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, cb->memfd, 0);
@@ -207,6 +234,7 @@ static int cpu_map_bank(struct cpu_backend *cb)
 	if (p == MAP_FAILED)
 		return -errno;
 	cb->bank = p;
+	cpu_guard_bank(cb);
 	return 0;
 }
 

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -164,23 +165,31 @@ static void e2e_path(const struct e2e *e, char *out, size_t len, const char *poo
 
 /* ---- pools, agents, clients ---- */
 
-static int e2e_pool_create(struct e2e *e, const char *pool, uint32_t slots)
+/* A pool of slots, filled; mode (NULL: moecachectl's default) its --mode. */
+static int e2e_pool_create_mode(struct e2e *e, const char *pool, uint32_t slots, const char *mode)
 {
 	char layers[16], experts[16], nslots[16], bytes[32], out[512];
 	char *argv[] = {"moecachectl",	  "pool",      "create", (char *)pool, "--layers",
 			layers,		  "--experts", experts,	 "--slots",    nslots,
-			"--expert-bytes", bytes,       NULL};
+			"--expert-bytes", bytes,       "--mode", (char *)mode, NULL};
 	char *fill[] = {"moecache-decode", "--pool", (char *)pool, "--fill", E2E_SHAPE, NULL};
 
 	snprintf(layers, sizeof(layers), "%u", E2E_LAYERS);
 	snprintf(experts, sizeof(experts), "%u", E2E_EXPERTS);
 	snprintf(nslots, sizeof(nslots), "%u", slots);
 	snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)e->expert_bytes);
+	if (!mode)
+		argv[12] = NULL;
 	e2e_path(e, out, sizeof(out), pool, "create");
 	E2E_CHECK(e, e2e_run(out, argv, 30000) == 0, "cannot create pool %s", pool);
 	e2e_path(e, out, sizeof(out), pool, "fill");
 	E2E_CHECK(e, e2e_run(out, fill, 120000) == 0, "cannot fill pool %s", pool);
 	return 0;
+}
+
+static int e2e_pool_create(struct e2e *e, const char *pool, uint32_t slots)
+{
+	return e2e_pool_create_mode(e, pool, slots, NULL);
 }
 
 static void e2e_pool_destroy(struct e2e *e, const char *pool)
@@ -1937,9 +1946,136 @@ static int test_cpu_admission_promoted_by_waiter(struct e2e *e)
 	return e2e_order_end(e, &o, ret, "cpu_promotions=", 1);
 }
 
+/* ---- what a client can do to a CPU bank's pages ---- */
+
+#define E2E_NOBODY 65534
+
+/*
+ * As uid 65534, a client of pool: mincore() of the first page of a slot
+ * that holds no expert (never written: not resident), then MADV_COLD and
+ * MADV_PAGEOUT of the whole bank. Exits 0 if mincore said resident (it
+ * tells nothing), 1 if it said not resident (it told), 2 if an madvise
+ * failed, 3 if the slot reads other than before, 10+ if it could not get
+ * that far.
+ */
+static void e2e_nobody_bank_probe(const char *pool)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct moecache_bank_map b;
+	const struct moecache_map *m;
+	const unsigned char *slot;
+	unsigned char vec = 0, before;
+	struct moecache *mc;
+	uint32_t s, n;
+
+	if (setgroups(0, NULL) || setresgid(E2E_NOBODY, E2E_NOBODY, E2E_NOBODY) ||
+	    setresuid(E2E_NOBODY, E2E_NOBODY, E2E_NOBODY))
+		_exit(10);
+	if (moecache_open_attach(pool, MOECACHE_ROLE_CLIENT, &mc))
+		_exit(11);
+	if (moecache_bank_import(mc, &b) || b.backend != MOECACHE_BACKEND_CPU)
+		_exit(12);
+	m = moecache_map(mc);
+	n = moecache_pool(mc)->n_slots;
+	for (s = 0; s < n && moecache_map_owner(m, s) != MOECACHE_NONE; s++)
+		;
+	if (s == n)
+		_exit(13);
+	slot = moecache_bank_slot(&b, s);
+	if (!slot || ((uintptr_t)slot & (uintptr_t)(page - 1)))
+		_exit(14);
+	if (mincore((void *)slot, (size_t)page, &vec))
+		_exit(15);
+	before = slot[0];
+	if (madvise(b.base, b.bytes, MADV_COLD) || madvise(b.base, b.bytes, MADV_PAGEOUT))
+		_exit(2);
+	if (slot[0] != before)
+		_exit(3);
+	_exit(vec & 1 ? 0 : 1);
+}
+
+/* The memfd among pid's files: its mode bits, or -1. */
+static int e2e_memfd_mode(pid_t pid)
+{
+	char path[128], target[256];
+	int mode = -1;
+	struct stat st;
+	ssize_t n;
+
+	for (int fd = 0; fd < 1024 && mode < 0; fd++) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
+		n = readlink(path, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		if (strstr(target, "/memfd:") == target && stat(path, &st) == 0)
+			mode = (int)(st.st_mode & 07777);
+	}
+	return mode;
+}
+
+/*
+ * Pins: a client could read the CPU bank's residency with mincore() and
+ * page its pages out with MADV_PAGEOUT (memfd inodes are 0777, and the
+ * kernel allows both to whoever may write the inode), and MADV_COLD them.
+ * The agent makes the memfd 0600 and locks the bank.
+ */
+static int test_cpu_bank_pages_guarded(struct e2e *e)
+{
+	const char *pool = "e2e-bank-guard";
+	struct moecache_bank_map b = {.fd = -1};
+	struct moecache *mc = NULL;
+	char log[512], status[64];
+	long long locked_kb;
+	int ret = -1, mode, st;
+	pid_t agent, probe;
+
+	if (e2e_pool_create_mode(e, pool, 64, "0644"))
+		return -1;
+	e2e_path(e, log, sizeof(log), pool, "agent");
+	agent = e2e_agent_start(e, pool, log, NULL);
+	if (e2e_agent_ready(e, log, 30000) || e2e_client(e, pool, &mc))
+		goto out;
+	if (moecache_bank_import(mc, &b)) {
+		ret = e2e_fail(e, "root cannot import the bank");
+		goto out;
+	}
+	mode = e2e_memfd_mode(agent);
+	snprintf(status, sizeof(status), "/proc/%d/status", (int)agent);
+	locked_kb = e2e_file_number(status, "VmLck:");
+	probe = fork();
+	if (probe == 0)
+		e2e_nobody_bank_probe(pool);
+	st = probe < 0 ? -1 : e2e_wait(probe, 30000);
+	if (mode != 0600)
+		ret = e2e_fail(e, "the agent's bank memfd has mode %o, not 600", mode);
+	else if (locked_kb < (long long)(b.bytes / 1024))
+		ret = e2e_fail(e, "the agent locks %lld kB, less than the bank's %llu", locked_kb,
+			       (unsigned long long)(b.bytes / 1024));
+	else if (st != 0)
+		ret = e2e_fail(e,
+			       "uid 65534's probe of the bank: %d (1: mincore told an unwritten "
+			       "slot apart, 2: madvise refused, 3: the slot changed)",
+			       st);
+	else
+		ret = 0;
+out:
+	if (b.fd >= 0)
+		moecache_bank_unimport(&b);
+	moecache_close(mc);
+	if (e2e_agent_stop(e, agent))
+		ret = -1;
+	e2e_pool_destroy(e, pool);
+	return ret;
+}
+
 static const struct e2e_test e2e_tests[] = {
     {"basic_miss_becomes_hit", "one client's miss is another client's hit on the same slot",
      test_miss_becomes_hit},
+    {"permission_cpu_bank_pages_guarded",
+     "a CPU bank's memfd is 0600 and locked: uid 65534's mincore tells nothing, its "
+     "MADV_COLD/PAGEOUT change nothing",
+     test_cpu_bank_pages_guarded},
     {"basic_cpu_miss_admitted",
      "a miss acquired with MOECACHE_ACQ_CPU reaches the agent and becomes resident",
      test_cpu_miss_admitted},

@@ -80,8 +80,9 @@ extern const struct vm_suite vm_attach_suite;
 extern const struct vm_suite vm_lib_wait_suite;
 extern const struct vm_suite vm_probing_suite;
 extern const struct vm_suite vm_tiers_suite;
-extern const struct vm_suite vm_review_suite;
-extern const struct vm_suite vm_review2_suite;
+extern const struct vm_suite vm_waits_suite;
+extern const struct vm_suite vm_tenant_rights_suite;
+extern const struct vm_suite vm_wrong_arguments_suite;
 extern const struct vm_suite vm_pin_share_suite;
 
 /* Highest suffix vm_pool_name() may be given; the runner cleans these up. */

@@ -696,7 +696,7 @@ static void bad_input_acquire_pin_limit(struct vm_ctx *ctx)
 
 /*
  * Pins: a pool took any number of attached client files, each with its
- * allocations. The agent is not counted (see tests/vm/review.c).
+ * allocations. The agent is not counted (see tests/vm/tenant_rights.c).
  */
 static void bad_input_attach_pool_file_limit(struct vm_ctx *ctx)
 {

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Findings of a second hostile-tenant review of the driver (docs/abi.md,
- * "Security model"): what a client with read permission on one pool could
- * still wedge, exhaust or write. Each test names the hole it pins.
+ * What one tenant's waits, releases and idle files may cost the others
+ * (docs/abi.md, "Security model"): a client with read permission on a pool
+ * has a bounded number of sleeping WAITs, cannot make a pin count wrap by
+ * releasing under a WAIT, and neither a herd of its WAITs, its idle files
+ * nor a far pin makes COMMIT or REL_ALL cost more than a bound. Each test
+ * names the hole it pins.
  */
 #include <fcntl.h>
 #include <sched.h>
@@ -11,15 +14,209 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "harness.h"
 
 #define NOBODY 65534
+
+/* ---- a WAIT's pins and another thread's RELEASE ------------------------ */
+
+static int try_release(const struct vm_view *v, const __u32 *slots, __u32 count)
+{
+	struct moecache_release rel = {.count = count, .slots = (uintptr_t)slots};
+
+	return ioctl(v->fd, MOECACHE_IOC_RELEASE, &rel);
+}
+
+/*
+ * A WAIT on a client's file made by a child sharing that file (the same
+ * open file description, as a second thread of the process would).
+ */
+struct wait_job {
+	const struct vm_view *view;
+	__u32 experts[2];
+	__u32 timeout_ms;
+	int ret;
+	__u32 slots[2];
+};
+
+static void wait_job_signal(int sig)
+{
+	(void)sig;
+}
+
+static void wait_job_main(void *arg)
+{
+	struct wait_job *j = arg;
+	struct sigaction sa;
+
+	/* No SA_RESTART: the signal ends the WAIT with EINTR. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = wait_job_signal;
+	VM_OK(sigaction(SIGUSR1, &sa, NULL));
+	j->ret = vm_try_acquire(j->view, 0, j->experts, 2, j->slots,
+				MOECACHE_ACQ_WAIT | MOECACHE_ACQ_KEEP_WAITING, j->timeout_ms, NULL);
+}
+
+/*
+ * A pool whose agent made expert 1 of layer 0 resident in slot 0, and a
+ * WAIT of c's file for experts 1 (resident) and 2 (missing) asleep: the
+ * oldest waiter, so it keeps its pin on slot 0 while it sleeps.
+ */
+static pid_t wait_holding_slot0(struct vm_ctx *ctx, struct vm_view *a, struct vm_view *c,
+				struct wait_job *j, __u32 timeout_ms)
+{
+	pid_t pid;
+
+	vm_pool_create(ctx->pool, &vm_geom_default);
+	vm_attach(a, ctx->pool, MOECACHE_ROLE_AGENT);
+	vm_fill(a, 0, 0, 1);
+	vm_attach(c, ctx->pool, MOECACHE_ROLE_CLIENT);
+	j->view = c;
+	j->experts[0] = 1;
+	j->experts[1] = 2;
+	j->timeout_ms = timeout_ms;
+	j->ret = 1;
+	pid = vm_spawn(wait_job_main, j);
+	vm_wait_sleeping(pid, 10000, "the WAIT to sleep");
+	VM_WAIT_FOR(vm_load32(&c->pins[0]) == 1, 5000);
+	return pid;
+}
+
+/*
+ * Pins: a WAIT that failed undid the pins it took even after another
+ * thread of the same file had RELEASEd them, so its undo took another
+ * client's pin away and the agent could evict a slot that client read.
+ */
+static void concurrency_release_during_wait_keeps_other_pins(struct vm_ctx *ctx)
+{
+	struct wait_job *j = vm_shared(sizeof(*j));
+	__u32 one = 1, slot0 = 0, got;
+	struct moecache_evict ev;
+	struct vm_view a, c, d;
+	pid_t pid;
+
+	pid = wait_holding_slot0(ctx, &a, &c, j, 0);
+	/* Another thread of c's file drops the pin the WAIT holds. */
+	vm_release(&c, &slot0, 1);
+	VM_EQ(vm_load32(&c.pins[0]), 0);
+	/* Another client pins the same slot. */
+	vm_attach(&d, ctx->pool, MOECACHE_ROLE_CLIENT);
+	vm_acquire(&d, 0, &one, 1, &got, 0, NULL);
+	VM_EQ(got, 0);
+	VM_EQ(vm_load32(&d.pins[0]), 1);
+	/* The WAIT is interrupted and undoes what it still holds. */
+	VM_OK(kill(pid, SIGUSR1));
+	vm_reap_ok(pid, 10000, "the interrupted WAIT");
+	VM_EQ(j->ret, -EINTR);
+	/* d's pin stays: the slot cannot be taken from under it. */
+	VM_EQ(vm_load32(&d.pins[0]), 1);
+	memset(&ev, 0, sizeof(ev));
+	ev.slot = 0;
+	ev.layer = 0;
+	ev.expert = 3;
+	VM_ERR(ioctl(a.fd, MOECACHE_IOC_EVICT, &ev), EBUSY);
+	/* c holds nothing on slot 0 any more. */
+	VM_REFUSED(&c, EINVAL, try_release(&c, &slot0, 1));
+	vm_release(&d, &slot0, 1);
+	VM_EQ(vm_load32(&d.pins[0]), 0);
+	vm_detach(&d);
+	vm_detach(&c);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+/*
+ * Pins: REL_ALL while a WAIT held a pin, then the WAIT timed out: its undo
+ * wrapped the file's pin count (every later ACQUIRE was EOVERFLOW) and
+ * the pool's count underflowed (a WARN any client could trigger).
+ */
+static void bad_input_rel_all_during_wait_no_underflow(struct vm_ctx *ctx)
+{
+	struct wait_job *j = vm_shared(sizeof(*j));
+	struct moecache_release rel;
+	struct moecache_stats st;
+	__u32 one = 1, got;
+	struct vm_view a, c;
+	pid_t pid;
+
+	pid = wait_holding_slot0(ctx, &a, &c, j, 1000);
+	memset(&rel, 0, sizeof(rel));
+	rel.flags = MOECACHE_REL_ALL;
+	VM_OK(ioctl(c.fd, MOECACHE_IOC_RELEASE, &rel));
+	VM_EQ(vm_load32(&c.pins[0]), 0);
+	vm_reap_ok(pid, 10000, "the WAIT that times out");
+	VM_EQ(j->ret, -ETIMEDOUT);
+	vm_stats(&c, MOECACHE_NONE, &st);
+	VM_EQ(st.pins, 0);
+	VM_EQ(st.pinned_slots, 0);
+	/* The file's count is whole: it pins and releases as before. */
+	vm_acquire(&c, 0, &one, 1, &got, 0, NULL);
+	VM_EQ(got, 0);
+	vm_stats(&c, MOECACHE_NONE, &st);
+	VM_EQ(st.pins, 1);
+	vm_release(&c, &got, 1);
+	VM_EQ(vm_load32(&c.pins[0]), 0);
+	vm_detach(&c);
+	vm_detach(&a);
+	vm_pool_destroy(ctx->pool);
+}
+
+/* ---- perf: answering a request costs the same beside idle files ------- */
+
+/* Idle client files beside the busy pool's agent and asker. */
+#define RV_IDLE_FILES 1000
+/* Miss + EVICT + COMMIT cycles per measurement, and measurements per pool. */
+#define RV_CYCLES 200
+#define RV_ROUNDS 15
+/* The bound on the busy pool's COMMIT time over the quiet one's. */
+#define RV_RATIO_MAX 1.5
+
+/*
+ * Pins: a COMMIT of an expert someone asked for walked every attached
+ * file under the pool's spinlock, so idle clients slowed every answered
+ * miss of the pool.
+ */
+static void perf_commit_asked_idle_files(struct vm_ctx *ctx)
+{
+	unsigned int i, n_idle = vm_idle_files(RV_IDLE_FILES);
+	struct vm_commit_pool busy, quiet;
+	struct vm_view *idle;
+	double ratio;
+
+	snprintf(busy.name, sizeof(busy.name), "%s", ctx->pool);
+	vm_pool_name(ctx, 1, quiet.name);
+	vm_commit_pool_setup(&busy, vm_geom_default.mode, RV_CYCLES);
+	vm_commit_pool_setup(&quiet, vm_geom_default.mode, RV_CYCLES);
+	idle = calloc(n_idle, sizeof(*idle));
+	VM_ASSERT(idle);
+	/* Attached before the asker's misses, and never asking anything. */
+	for (i = 0; i < n_idle; i++)
+		vm_attach(&idle[i], busy.name, MOECACHE_ROLE_CLIENT);
+	vm_best_side_by_side(RV_ROUNDS, vm_commit_pool_time, &busy, &quiet, &busy.best,
+			     &quiet.best);
+	ratio = (double)busy.best / (double)quiet.best;
+	fprintf(stderr,
+		"COMMIT of an asked expert with %u idle client files attached / with none: %.2f "
+		"(%.1f us / %.1f us per COMMIT, best of %d x %d)\n",
+		n_idle, ratio, busy.best / 1e3 / RV_CYCLES, quiet.best / 1e3 / RV_CYCLES, RV_ROUNDS,
+		RV_CYCLES);
+	VM_ASSERT_MSG(ratio < RV_RATIO_MAX,
+		      "COMMIT costs %.2f times as much with %u idle client files attached", ratio,
+		      n_idle);
+	for (i = 0; i < n_idle; i++)
+		vm_detach(&idle[i]);
+	free(idle);
+	vm_commit_pool_teardown(&busy);
+	vm_commit_pool_teardown(&quiet);
+}
 
 /* ---- a herd of sleeping WAITs ------------------------------------------ */
 
@@ -241,81 +438,6 @@ static void perf_commit_tenant_wait_herd(struct vm_ctx *ctx)
 	vm_commit_pool_teardown(&quiet);
 }
 
-/* ---- writes that bypass a mapping's protection ------------------------- */
-
-/*
- * A read-only shared mapping of real pages: the kernel's forced writes
- * (/proc/self/mem, ptrace's FOLL_FORCE) and process_vm_writev() must not
- * reach the pages, nor may mprotect() make it writable, while reads work.
- */
-static void forced_writes_refused(const char *what, unsigned char *addr, size_t len)
-{
-	unsigned char before, got, poke;
-	struct iovec local, remote;
-	int mem;
-
-	before = addr[len - 1];
-	poke = (unsigned char)(before ^ 0x5a);
-	mem = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-	VM_ASSERT(mem >= 0);
-	VM_EQ(pread(mem, &got, 1, (off_t)(uintptr_t)(addr + len - 1)), 1);
-	VM_EQ(got, before);
-	errno = 0;
-	if (pwrite(mem, &poke, 1, (off_t)(uintptr_t)(addr + len - 1)) != -1 || errno != EIO)
-		VM_FAIL("%s: a forced write through /proc/self/mem was not refused (errno %s)",
-			what, vm_errname(errno));
-	close(mem);
-	local.iov_base = &poke;
-	local.iov_len = 1;
-	remote.iov_base = addr;
-	remote.iov_len = 1;
-	VM_ERR(process_vm_writev(getpid(), &local, 1, &remote, 1, 0), EFAULT);
-	VM_ERR(mprotect(addr, len, PROT_READ | PROT_WRITE), EACCES);
-	VM_ASSERT_MSG(addr[len - 1] == before, "%s: a byte changed", what);
-}
-
-/*
- * Checked: a client's map region, host region and CPU bank view are
- * shared mappings without VM_MAYWRITE, so no forced write (FOLL_FORCE on
- * a read-only shared mapping of real pages) and no process_vm_writev()
- * can write the pages every tenant reads.
- */
-static void permission_client_forced_writes_refused(struct vm_ctx *ctx)
-{
-	struct moecache_bank bank, got;
-	struct vm_view a, c;
-	unsigned char *agent_bank, *view;
-	size_t len;
-	int memfd;
-
-	vm_pool_create(ctx->pool, &vm_geom_default);
-	vm_attach(&a, ctx->pool, MOECACHE_ROLE_AGENT);
-	vm_attach(&c, ctx->pool, MOECACHE_ROLE_CLIENT);
-	vm_view_map_host(&c, PROT_READ);
-	memfd = vm_bank_set_memfd(&a, vm_geom_default.expert_bytes, &bank);
-	len = (size_t)bank.bank_bytes;
-	agent_bank = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	VM_ASSERT(agent_bank != MAP_FAILED);
-	memset(agent_bank, 0xa5, len);
-	memset(&got, 0, sizeof(got));
-	VM_OK(ioctl(c.fd, MOECACHE_IOC_BANK_GET, &got));
-	view = mmap(NULL, len, PROT_READ, MAP_SHARED, got.fd, 0);
-	VM_ASSERT(view != MAP_FAILED);
-
-	forced_writes_refused("map region", c.map_base, c.map_len);
-	forced_writes_refused("host region", c.host, c.host_len);
-	forced_writes_refused("bank view", view, len);
-	VM_EQ(agent_bank[len - 1], 0xa5);
-
-	munmap(view, len);
-	close(got.fd);
-	munmap(agent_bank, len);
-	close(memfd);
-	vm_detach(&c);
-	vm_detach(&a);
-	vm_pool_destroy(ctx->pool);
-}
-
 /* ---- dropping all of a file's pins ------------------------------------- */
 
 #define RA_CYCLES 100
@@ -396,122 +518,22 @@ static void perf_rel_all_far_pin(struct vm_ctx *ctx)
 	vm_pool_destroy(small.name);
 }
 
-/* ---- root of an unprivileged user namespace ---------------------------- */
-
-struct userns_job {
-	char node[64];
-	char closed[MOECACHE_NAME_LEN]; /* root's, 0600 */
-	char open[MOECACHE_NAME_LEN];	/* root's, 0644 */
-	int skip;			/* no user namespace for NOBODY here */
-	uid_t euid;			/* inside */
-	int create, attach_closed, attach_fast, destroy_open, attach_client;
-};
-
-static void write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-
-	VM_ASSERT_MSG(fd >= 0, "open %s: %s", path, vm_errname(errno));
-	VM_EQ(write(fd, text, strlen(text)), (long)strlen(text));
-	close(fd);
-}
-
-static int userns_ret(int ret)
-{
-	return ret < 0 ? -errno : ret;
-}
-
-/* As NOBODY, then root (and CAP_SYS_ADMIN) of a user namespace of its own. */
-static void userns_main(void *arg)
-{
-	struct userns_job *job = arg;
-	struct moecache_pool_create pc;
-	struct moecache_pool_name pn;
-	struct vm_view v;
-	char map[64];
-	int fd;
-
-	close(vm_become_unprivileged(NOBODY, NOBODY, job->node));
-	/* setresuid() left /proc/self root's: the maps are written there. */
-	VM_OK(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0));
-	if (unshare(CLONE_NEWUSER) < 0) {
-		job->skip = errno;
-		return;
-	}
-	write_file("/proc/self/setgroups", "deny");
-	snprintf(map, sizeof(map), "0 %d 1", NOBODY);
-	write_file("/proc/self/uid_map", map);
-	write_file("/proc/self/gid_map", map);
-	job->euid = geteuid();
-	fd = open(job->node, O_RDWR | O_CLOEXEC);
-	VM_ASSERT(fd >= 0);
-	vm_fill_create(&pc, "vmt-userns-new", &vm_geom_default);
-	job->create = userns_ret(ioctl(fd, MOECACHE_IOC_POOL_CREATE, &pc));
-	memset(&pn, 0, sizeof(pn));
-	snprintf(pn.name, sizeof(pn.name), "%s", job->open);
-	job->destroy_open = userns_ret(ioctl(fd, MOECACHE_IOC_POOL_DESTROY, &pn));
-	job->attach_closed = vm_try_attach_fd(&v, fd, job->closed, MOECACHE_ROLE_CLIENT);
-	if (!job->attach_closed)
-		vm_detach(&v);
-	job->attach_fast = vm_try_attach_fd_flags(&v, fd, job->open, MOECACHE_ROLE_CLIENT,
-						  MOECACHE_ATTACH_FAST_PINS);
-	if (!job->attach_fast)
-		vm_detach(&v);
-	job->attach_client = vm_try_attach_fd(&v, fd, job->open, MOECACHE_ROLE_CLIENT);
-	if (!job->attach_client)
-		vm_detach(&v);
-	else
-		close(fd);
-}
-
-/*
- * Checked: root of a user namespace an unprivileged user made (with
- * CAP_SYS_ADMIN there) is that user to the driver: no pool creation, no
- * destroy of root's pool, no sight of a 0600 pool, no fast pins; it
- * attaches where the user may read.
- */
-static void permission_userns_root_is_its_creator(struct vm_ctx *ctx)
-{
-	struct userns_job *job = vm_shared(sizeof(*job));
-	struct vm_geom g = vm_geom_default;
-	pid_t pid;
-
-	snprintf(job->closed, sizeof(job->closed), "%s", ctx->pool);
-	vm_pool_name(ctx, 1, job->open);
-	vm_pool_create(job->closed, &g);
-	g.mode = 0644;
-	vm_pool_create(job->open, &g);
-	vm_get_node(job->node, sizeof(job->node));
-	pid = vm_spawn(userns_main, job);
-	vm_reap_ok(pid, 10000, "the user namespace's root");
-	vm_put_node(job->node);
-	vm_pool_destroy(job->open);
-	vm_pool_destroy(job->closed);
-	if (job->skip)
-		vm_skip("no user namespace for an unprivileged user here: %s",
-			vm_errname(job->skip));
-	VM_EQ(job->euid, 0);
-	VM_EQ(job->create, -EPERM);
-	VM_EQ(job->destroy_open, -EPERM);
-	VM_EQ(job->attach_closed, -ENOENT);
-	VM_EQ(job->attach_fast, -EPERM);
-	VM_EQ(job->attach_client, 0);
-}
-
-static const struct vm_test review2_tests[] = {
+static const struct vm_test waits_tests[] = {
+    VM_TEST(concurrency_release_during_wait_keeps_other_pins,
+	    "a failed WAIT whose pin another thread released leaves another client's pin alone"),
+    VM_TEST(bad_input_rel_all_during_wait_no_underflow,
+	    "REL_ALL during a WAIT that then times out: no pin count wraps, the file pins again"),
     VM_TEST(permission_user_waits_bound,
 	    "a user other than the owner has at most max_user_waits WAITs at once (EAGAIN)"),
     VM_TEST_TIMEOUT(perf_commit_tenant_wait_herd,
 		    "one tenant trying 256 WAITs gets max_user_waits asleep; the COMMIT cost shown",
 		    240),
     VM_TEST_TIMEOUT(
+	perf_commit_asked_idle_files,
+	"a COMMIT answering a miss costs under 1.5x with 1000 idle client files attached", 120),
+    VM_TEST_TIMEOUT(
 	perf_rel_all_far_pin,
 	"REL_ALL of one pin costs under 10x on a 65536-slot pool what it does on 16 slots", 120),
-    VM_TEST(permission_userns_root_is_its_creator,
-	    "root of an unprivileged user namespace creates, destroys, sees and fast-pins nothing"),
-    VM_TEST(
-	permission_client_forced_writes_refused,
-	"/proc/self/mem, process_vm_writev and mprotect cannot write a client's regions or bank"),
 };
 
-const struct vm_suite vm_review2_suite = {review2_tests, ARRAY_SIZE(review2_tests)};
+const struct vm_suite vm_waits_suite = {waits_tests, ARRAY_SIZE(waits_tests)};

@@ -41,6 +41,10 @@ include $(sort $(wildcard */build.mk */*/build.mk */*/*/build.mk))
 .PHONY: userspace
 userspace: $(LIBRARIES) $(PROGRAMS) $(UNIT_TESTS) $(VM_TESTS) $(EXTRA_ALL)
 
+# The unit tests alone (make coverage builds them with --coverage).
+.PHONY: unit-tests
+unit-tests: $(UNIT_TESTS)
+
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CFLAGS_$(firstword $(subst /, ,$*))) -c $< -o $@

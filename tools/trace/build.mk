@@ -26,6 +26,9 @@ $(MOETRACE_BIN): $(OBJ)/tools/trace/moecache-trace.o $(MOETRACE_LIB) $(LIBOUT)/l
 MOETRACE_DATA   := $(sort $(wildcard tests/traces/*.json tests/traces/*.jsonl))
 MOETRACE_STAGED := $(MOETRACE_DATA:tests/traces/%=$(BUILD)/share/moecache/traces/%)
 EXTRA_ALL += $(MOETRACE_STAGED)
+# The unit test's basic_default_trace_is_the_shipped_one runs build/bin's
+# moecache-trace with no --trace: it needs them staged.
+$(TRACE_UNIT_TEST): | $(MOETRACE_STAGED)
 
 $(BUILD)/share/moecache/traces/%: tests/traces/%
 	@mkdir -p $(dir $@)

@@ -35,8 +35,8 @@ static void fast_refs_del(struct moecache_pool *pool, struct moecache_file *mf)
 }
 
 /*
- * Counts mf among its tenant's files, taking the tenant of its attacher's
- * uid from the pool or, for the first file of a uid, *spare (which is then
+ * Counts mf among its tenant's files, taking the tenant of mf->tenant_uid
+ * from the pool or, for the first file of a uid, *spare (which is then
  * used).
  */
 static void tenant_join(struct moecache_pool *pool, struct moecache_file *mf,
@@ -202,10 +202,10 @@ static bool attach_user_bounded(struct moecache_pool *pool,
 }
 
 /*
- * Whose tenant a client file attached now is (docs/abi.md, "Tenants"): the
- * attacher's, whose call takes the place in the pool, so that a file opened
- * by another uid and handed over unattached brings no second share with
- * it. Where the attacher is exempt from the share (the owner, or
+ * Whose tenant a client file attached now is (docs/abi.md, "Whose tenant
+ * a file is"): the attacher's, whose call takes the place in the pool, so
+ * that a file opened by another uid and handed over unattached brings no
+ * second share with it. Where the attacher is exempt from the share (the owner, or
  * CAP_SYS_ADMIN) the file is held to it only for its opener's sake (a
  * deputy's inherited descriptor): it is the opener's, so that a deputy
  * attaching files for several users does not pool them into one tenant.

@@ -14,7 +14,7 @@ static const struct moe_policy_ops *const moe_policy_table[] = {
     &moe_policy_lru_ops,   &moe_policy_lfu_ops,	    &moe_policy_ema_ops,
     &moe_policy_arc_ops,   &moe_policy_static_ops,  &moe_policy_belady_ops,
     &moe_policy_reuse_ops, &moe_policy_revisit_ops, &moe_policy_lookahead_ops,
-    &moe_policy_duel_ops,
+    &moe_policy_duel_ops,  &moe_policy_lrfu_ops,
 };
 
 #define MOE_N_POLICIES (sizeof(moe_policy_table) / sizeof(moe_policy_table[0]))
@@ -22,8 +22,8 @@ static const struct moe_policy_ops *const moe_policy_table[] = {
 static const struct moe_policy_ops *const moe_policy_default_ops = &moe_policy_duel_ops;
 
 static const char *const moe_policy_name_list[] = {
-    "lru",   "lfu",	"ema",	     "arc",  "static",		 "belady",
-    "reuse", "revisit", "lookahead", "duel", MOE_POLICY_DEFAULT, NULL,
+    "lru",     "lfu",	    "ema",  "arc",  "static",		"belady", "reuse",
+    "revisit", "lookahead", "duel", "lrfu", MOE_POLICY_DEFAULT, NULL,
 };
 
 const char *const *moe_policy_names(void)

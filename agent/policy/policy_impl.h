@@ -104,5 +104,6 @@ extern const struct moe_policy_ops moe_policy_reuse_ops;
 extern const struct moe_policy_ops moe_policy_revisit_ops;
 extern const struct moe_policy_ops moe_policy_lookahead_ops;
 extern const struct moe_policy_ops moe_policy_duel_ops;
+extern const struct moe_policy_ops moe_policy_lrfu_ops;
 
 #endif /* MOECACHE_AGENT_POLICY_POLICY_IMPL_H */

@@ -475,7 +475,7 @@ void cli_policy_unknown_pool(struct ct_ctx *ctx)
 /* Names the agent runs reach the pool lookup; the simulator's oracles are usage errors. */
 void cli_policy_names(struct ct_ctx *ctx)
 {
-	static const char *const live[] = {"reuse", "revisit", "duel", "default"};
+	static const char *const live[] = {"reuse", "revisit", "duel", "lrfu", "default"};
 	static const char *const offline[] = {"belady", "lookahead"};
 	char name[MOECACHE_NAME_LEN];
 	struct ct_out o;

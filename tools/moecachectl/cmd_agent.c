@@ -485,8 +485,8 @@ int ctl_cmd_profile(struct ctl *ctl, int argc, char **argv)
  * The policies moecached runs live (agent/policy/policy.h); belady and
  * lookahead read the future and run in the simulator only.
  */
-static const char *const live_policies[] = {"default", "lru",	  "lfu",  "ema",   "arc",
-					    "reuse",   "revisit", "duel", "static"};
+static const char *const live_policies[] = {"default", "lru",	  "lfu",  "ema",    "arc",
+					    "reuse",   "revisit", "duel", "static", "lrfu"};
 
 int ctl_cmd_policy(struct ctl *ctl, int argc, char **argv)
 {

@@ -501,3 +501,90 @@ Test(policy, basic_ranking_hottest_first,
 	moe_profile_free(&r);
 	test_cache_fini(&c);
 }
+
+/* How many of layer's experts the cache holds. */
+static uint32_t resident_in_layer(const struct test_cache *c, uint32_t layer)
+{
+	uint32_t n = 0;
+
+	for (uint32_t e = 0; e < c->n_local; e++)
+		n += test_cache_slot_of(c, layer, e) >= 0;
+	return n;
+}
+
+Test(policy, basic_lrfu_keeps_each_layers_share,
+     .description =
+	 "lrfu gives each layer n_slots / n_layers: a layer's misses evict its own experts")
+{
+	struct test_cache c;
+	uint64_t step = 0;
+
+	cr_assert_eq(test_cache_init(&c, "lrfu", 2, 16, 4, NULL, NULL), 0);
+	/* Layer 0 fills the empty bank, then layer 1 takes its two slots back. */
+	for (uint32_t e = 0; e < 4; e++)
+		cr_assert_eq(test_cache_step(&c, 0, &e, 1, step++), 0);
+	for (uint32_t e = 0; e < 6; e++)
+		cr_assert_eq(test_cache_step(&c, 1, &e, 1, step++), 0);
+	cr_expect_eq(resident_in_layer(&c, 0), 2);
+	cr_expect_eq(resident_in_layer(&c, 1), 2);
+	/* More misses of layer 1 stay within its share. */
+	for (uint32_t e = 6; e < 12; e++)
+		cr_assert_eq(test_cache_step(&c, 1, &e, 1, step++), 0);
+	cr_expect_eq(resident_in_layer(&c, 0), 2);
+	test_cache_fini(&c);
+}
+
+Test(policy, basic_lrfu_frequency_outlasts_recency,
+     .description = "lrfu keeps an expert used often within the half-life over one used once since")
+{
+	struct test_cache c;
+	const uint32_t often = 0;
+	uint64_t step = 0;
+
+	cr_assert_eq(test_cache_init(&c, "lrfu", 1, 16, 2, NULL, NULL), 0);
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(test_cache_step(&c, 0, &often, 1, step++), 0);
+	for (uint32_t e = 1; e < 6; e++)
+		cr_assert_eq(test_cache_step(&c, 0, &e, 1, step++), 0);
+	cr_expect_geq(test_cache_slot_of(&c, 0, 0), 0, "lru would have evicted expert 0");
+	test_cache_fini(&c);
+}
+
+Test(policy, basic_lrfu_old_uses_decay,
+     .description =
+	 "lrfu's count halves every 128 tokens: many uses long past lose to few recent ones")
+{
+	struct test_cache c;
+	const uint32_t old = 0;
+	uint64_t step = 0;
+
+	cr_assert_eq(test_cache_init(&c, "lrfu", 1, 64, 2, NULL, NULL), 0);
+	/*
+	 * 64 uses of expert 0, then 1024 tokens (8 half-lives) cycling
+	 * through 61 others, each used about 17 times: undecayed, expert 0's
+	 * count stays the highest; decayed it is 64 / 256 against about 3.5.
+	 */
+	for (int i = 0; i < 64; i++)
+		cr_assert_eq(test_cache_step(&c, 0, &old, 1, step++), 0);
+	for (uint32_t i = 0; i < 1024; i++) {
+		const uint32_t e = 3 + i % 61;
+
+		cr_assert_eq(test_cache_step(&c, 0, &e, 1, step++), 0);
+	}
+	cr_expect_lt(test_cache_slot_of(&c, 0, 0), 0, "expert 0 held on to slot %d",
+		     test_cache_slot_of(&c, 0, 0));
+	test_cache_fini(&c);
+}
+
+Test(policy, basic_lrfu_refuses_prefetch,
+     .description = "lrfu has no prefetch: a prefetch into a full bank is refused")
+{
+	struct test_cache c;
+	uint64_t step = 0;
+
+	cr_assert_eq(test_cache_init(&c, "lrfu", 1, 16, 2, NULL, NULL), 0);
+	for (uint32_t e = 0; e < 2; e++)
+		cr_assert_eq(test_cache_step(&c, 0, &e, 1, step++), 0);
+	cr_expect_eq(moe_policy_victim(c.policy, 0, 5, true, test_cache_evictable, &c), -ECANCELED);
+	test_cache_fini(&c);
+}

@@ -573,6 +573,40 @@ static double check_timed_default(const struct moe_trace *t, const char *prompt)
 	return at25;
 }
 
+static const struct timed lrfu_plan = {.policy = "lrfu", .cpu = true};
+
+Test(sim, perf_default_over_lrfu_on_shipped_traces,
+     .description = "on tests/traces at 10%, 25% and 50% the default's demand hit rate is at "
+		    "least lrfu's (the llama.cpp-style baseline) - 0.002 and its h200 modeled "
+		    "speed at least lrfu's with the same plan")
+{
+	static const char *const traces[] = {"olmoe-1b-7b.decode.jsonl",
+					     "granite-3.0-1b-a400m.prefill-decode.json"};
+	static const double fractions[] = {0.10, 0.25, 0.50};
+
+	for (unsigned int n = 0; n < 2; n++) {
+		struct moe_trace *t = load_tree_trace(traces[n]);
+
+		for (unsigned int i = 0; i < 3; i++) {
+			struct moe_sim_result base, def;
+			uint32_t slots;
+			double sb, sd;
+
+			cr_assert_eq(moe_sim_slots_for(t, fractions[i], &slots), 0);
+			sim(t, "lrfu", slots, false, false, &base);
+			sim(t, NULL, slots, false, false, &def);
+			cr_expect_geq(def.hit_rate, base.hit_rate - 0.002,
+				      "%s %.0f%%: %.4f < lrfu %.4f - 0.002", traces[n],
+				      fractions[i] * 100, def.hit_rate, base.hit_rate);
+			sb = speed(t, NULL, &lrfu_plan, fractions[i], "h200");
+			sd = speed(t, NULL, &default_plan, fractions[i], "h200");
+			cr_expect_geq(sd, sb, "%s %.0f%%: speed %.4f < lrfu %.4f", traces[n],
+				      fractions[i] * 100, sd, sb);
+		}
+		moe_trace_free(t);
+	}
+}
+
 Test(sim, perf_timing_default_doubles_lru_at_10pct,
      .description = "h200: the default plan is at least 2x LRU demand-only's modeled speed at "
 		    "10% on every trace of tests/traces and prompt, 1.5x on average at 25%, and never below "

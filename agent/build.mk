@@ -6,7 +6,8 @@
 #   libmoepolicy.a  the replacement policies and profiles (agent/policy/)
 # agent/log.o goes beside them: the agent and the copy engines log through it.
 # Literal library paths: other fragments may be read after this one.
-MOEAGENT_SRCS := agent/config.c agent/memmap.c agent/pool.c agent/slots.c agent/tiers.c
+MOEAGENT_SRCS := agent/config.c agent/fairq.c agent/memmap.c agent/pool.c agent/slots.c \
+		 agent/tiers.c
 MOEAGENT_OBJS := $(MOEAGENT_SRCS:%.c=$(OBJ)/%.o)
 MOEAGENT_LIB  := $(LIBOUT)/libmoeagent.a
 MOECACHED     := $(BIN)/moecached

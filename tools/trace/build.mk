@@ -3,7 +3,7 @@
 # over agent/memmap.c's map region, read through libmoecache) and its
 # policies (libmoepolicy.a): the same code as moecached.
 MOETRACE_SRCS := tools/trace/trace.c tools/trace/sim.c tools/trace/timing.c tools/trace/hint.c \
-		 tools/trace/batch.c tools/trace/simtiers.c
+		 tools/trace/batch.c tools/trace/simtiers.c tools/trace/clients.c
 MOETRACE_OBJS := $(MOETRACE_SRCS:%.c=$(OBJ)/%.o)
 MOETRACE_LIB  := $(LIBOUT)/libmoetrace.a
 MOETRACE_BIN  := $(BIN)/moecache-trace

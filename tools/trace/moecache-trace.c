@@ -5,6 +5,9 @@
  *   moecache-trace sim --trace FILE (--capacity F | --slots N) [--policy NAME]
  *       [--per-layer] [--prompt NAME] [--phase prefill|decode|all]
  *       [--prefetch] [--profile FILE]
+ *   moecache-trace sim --trace FILE (--capacity F | --slots N) --clients N --timing
+ *       [--scheduler fair|fifo] [--prefill-at TOKEN [--prefill-tokens P]
+ *       [--prefill-client I]] [--policy NAME] [timing flags]
  *   moecache-trace sim --trace FILE --tiers F0,F1,... [--placement dynamic|static]
  *       [--policy NAME] [--timing [--tier-us T] ...]
  *   moecache-trace table --trace FILE [--trace FILE...] [--capacity F,F,...]
@@ -14,6 +17,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,7 @@
 #include <json-c/json.h>
 
 #include "batch.h"
+#include "clients.h"
 #include "sim.h"
 #include "trace.h"
 
@@ -56,6 +61,14 @@ struct cli {
 	bool placement_set;
 	enum agent_tier_placement placement;
 	double tier_us; /* < 0: not given */
+	/* several clients (sim --clients) */
+	uint32_t n_clients; /* 0: one stream, moe_sim_run */
+	bool scheduler_set;
+	enum agent_fairq_mode scheduler;
+	uint32_t prefill_at; /* MOE_SIM_NO_PREFILL: none */
+	uint32_t prefill_tokens, prefill_client;
+	bool prefill_tokens_set, prefill_client_set;
+	uint32_t no_cpu_client; /* MOE_SIM_NO_CLIENT: none */
 };
 
 #define TSET_LINK 1u
@@ -79,6 +92,11 @@ static void usage(FILE *f)
 	    "                          [--timing [--preset h200|slow-link] [--link-gbps G]\n"
 	    "                           [--copy-engines N] [--cpu-gbps G] [--layer-us T]\n"
 	    "                           [--expert-bytes B]]\n"
+	    "       moecache-trace sim --trace FILE (--capacity F | --slots N) --clients N\n"
+	    "                          --timing [--scheduler fair|fifo] [--policy NAME]\n"
+	    "                          [--prefill-at TOKEN [--prefill-tokens P (128)]\n"
+	    "                           [--prefill-client I (0)]] [--no-cpu-client I]\n"
+	    "                          [the timing flags above]\n"
 	    "       moecache-trace sim --trace FILE --tiers F0,F1,... [--placement "
 	    "dynamic|static]\n"
 	    "                          [--policy NAME] [--prompt NAME] [--phase P]\n"
@@ -236,12 +254,20 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	    {"tiers", required_argument, NULL, 'N'},
 	    {"placement", required_argument, NULL, 'A'},
 	    {"tier-us", required_argument, NULL, 'U'},
+	    {"clients", required_argument, NULL, 'M'},
+	    {"scheduler", required_argument, NULL, 'S'},
+	    {"prefill-at", required_argument, NULL, 'I'},
+	    {"prefill-tokens", required_argument, NULL, 'J'},
+	    {"prefill-client", required_argument, NULL, 'K'},
+	    {"no-cpu-client", required_argument, NULL, 'G'},
 	    {"help", no_argument, NULL, '?'},
 	    {NULL, 0, NULL, 0},
 	};
 	int opt;
 
 	c->tier_us = -1;
+	c->prefill_at = MOE_SIM_NO_PREFILL;
+	c->no_cpu_client = MOE_SIM_NO_CLIENT;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
@@ -275,6 +301,79 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case 'O':
 			c->oracles = true;
+			break;
+		case 'M':
+			if (parse_count(optarg, MOE_SIM_MAX_CLIENTS, &c->n_clients)) {
+				fprintf(
+				    stderr,
+				    "moecache-trace: --clients: \"%s\" is not a count in [1, %d]\n",
+				    optarg, MOE_SIM_MAX_CLIENTS);
+				return -EINVAL;
+			}
+			break;
+		case 'S':
+			if (strcmp(optarg, "fair") && strcmp(optarg, "fifo")) {
+				fprintf(stderr,
+					"moecache-trace: --scheduler: \"%s\" is not fair or fifo\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->scheduler_set = true;
+			c->scheduler = strcmp(optarg, "fifo") ? AGENT_FAIRQ_FAIR : AGENT_FAIRQ_FIFO;
+			break;
+		case 'I': {
+			uint32_t at;
+
+			/* A position from 0: parse_count takes 1 and up. */
+			if (!strcmp(optarg, "0")) {
+				c->prefill_at = 0;
+				break;
+			}
+			if (parse_count(optarg, UINT32_MAX - 1, &at)) {
+				fprintf(stderr,
+					"moecache-trace: --prefill-at: \"%s\" is not a token "
+					"position\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->prefill_at = at;
+			break;
+		}
+		case 'J':
+			if (parse_count(optarg, UINT32_MAX - 1, &c->prefill_tokens)) {
+				fprintf(
+				    stderr,
+				    "moecache-trace: --prefill-tokens: \"%s\" is not a positive "
+				    "count\n",
+				    optarg);
+				return -EINVAL;
+			}
+			c->prefill_tokens_set = true;
+			break;
+		case 'K':
+			if (!strcmp(optarg, "0")) {
+				c->prefill_client = 0;
+			} else if (parse_count(optarg, MOE_SIM_MAX_CLIENTS - 1,
+					       &c->prefill_client)) {
+				fprintf(stderr,
+					"moecache-trace: --prefill-client: \"%s\" is not a client "
+					"index\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->prefill_client_set = true;
+			break;
+		case 'G':
+			if (!strcmp(optarg, "0")) {
+				c->no_cpu_client = 0;
+			} else if (parse_count(optarg, MOE_SIM_MAX_CLIENTS - 1,
+					       &c->no_cpu_client)) {
+				fprintf(stderr,
+					"moecache-trace: --no-cpu-client: \"%s\" is not a client "
+					"index\n",
+					optarg);
+				return -EINVAL;
+			}
 			break;
 		case 'T':
 			c->timing = true;
@@ -540,6 +639,173 @@ static struct json_object *json_sim_head(const struct cli *c, const struct moe_t
 			       json_object_new_string(c->policy ? c->policy : MOE_POLICY_DEFAULT));
 	json_object_object_add(o, "policy_impl", json_object_new_string(policy_impl));
 	return o;
+}
+
+/* Runs several clients; says why on stderr when it fails. */
+static int run_clients(const struct moe_trace_view *v, const struct moe_sim_clients_config *cfg,
+		       struct moe_sim_clients_result *r)
+{
+	int ret = moe_sim_run_clients(v, cfg, r);
+
+	if (ret == -ENOENT)
+		fprintf(stderr, "moecache-trace: unknown policy \"%s\"\n", cfg->policy);
+	else if (ret == -EOPNOTSUPP)
+		fprintf(stderr,
+			"moecache-trace sim: --clients does not run the oracle policy "
+			"\"%s\"\n",
+			cfg->policy);
+	else if (ret == -EINVAL)
+		fprintf(stderr,
+			"moecache-trace sim: --clients: one copy engine, at most as many slots "
+			"as experts, and a prefill burst inside the trace (%u tokens) by a "
+			"client that exists\n",
+			v->n);
+	else if (ret)
+		fprintf(stderr, "moecache-trace: simulation failed: %s\n", strerror(-ret));
+	return ret;
+}
+
+/*
+ * sim --clients: several clients on one pool and one link (clients.h), each
+ * also run alone with its share of the bank and, with a prefill burst, the
+ * same run without it.
+ */
+static int cmd_sim_clients(const struct cli *c)
+{
+	struct moe_timing_config tcfg = cli_timing(c);
+	struct moe_sim_clients_config cfg = {
+	    .policy = c->policy,
+	    .n_clients = c->n_clients,
+	    .timing = &tcfg,
+	    .scheduler = c->scheduler,
+	    .prefill_client = c->prefill_client,
+	    .prefill_at = c->prefill_at,
+	    .prefill_tokens = c->prefill_tokens_set ? c->prefill_tokens : 128,
+	    .no_cpu_client = c->no_cpu_client,
+	};
+	struct moe_sim_clients_result *r = NULL, *alone = NULL, *plain = NULL;
+	struct moe_profile profile = {0};
+	struct moe_trace_view v = {0};
+	struct moe_trace *t = NULL;
+	struct json_object *o = NULL, *arr;
+	double worst = INFINITY, cost_max = 0;
+	int ret;
+
+	if (c->n_traces != 1 || (!c->slots) == (!c->n_capacities) || c->n_capacities > 1 ||
+	    !c->timing || c->per_layer || c->prefetch || c->hint_accuracy > 0 || c->batch ||
+	    c->prefill_batched || c->lookahead || c->oracles || c->profile) {
+		fprintf(stderr,
+			"moecache-trace sim: --clients takes one --trace, one of --capacity "
+			"or --slots, and --timing; not --per-layer, --prefetch, "
+			"--hint-accuracy, --batch, --prefill-batched, --lookahead or "
+			"--profile\n");
+		return -EINVAL;
+	}
+	r = calloc(3, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	alone = &r[1];
+	plain = &r[2];
+	ret = load_sim_inputs(c, &t, &profile, &v);
+	if (ret)
+		goto out;
+	cfg.n_slots = c->slots;
+	if (!cfg.n_slots)
+		moe_sim_slots_for(t, c->capacities[0], &cfg.n_slots);
+	ret = run_clients(&v, &cfg, r);
+	if (ret)
+		goto out;
+	if (cfg.prefill_at != MOE_SIM_NO_PREFILL) {
+		struct moe_sim_clients_config without = cfg;
+
+		without.prefill_at = MOE_SIM_NO_PREFILL;
+		ret = run_clients(&v, &without, plain);
+		if (ret)
+			goto out;
+	}
+	o = json_sim_head(c, t, r->policy);
+	json_object_object_add(
+	    o, "scheduler",
+	    json_object_new_string(cfg.scheduler == AGENT_FAIRQ_FIFO ? "fifo" : "fair"));
+	json_add_u64(o, "clients", r->n_clients);
+	json_add_u64(o, "slots", r->slots);
+	json_add_double(o, "capacity", (double)r->slots / ((double)t->n_layers * t->n_experts));
+	if (cfg.prefill_at != MOE_SIM_NO_PREFILL) {
+		struct json_object *pf = json_object_new_object();
+
+		json_add_u64(pf, "client", cfg.prefill_client);
+		json_add_u64(pf, "at", cfg.prefill_at);
+		json_add_u64(pf, "tokens", cfg.prefill_tokens);
+		json_object_object_add(o, "prefill", pf);
+	}
+	if (cfg.no_cpu_client != MOE_SIM_NO_CLIENT)
+		json_add_u64(o, "no_cpu_client", cfg.no_cpu_client);
+	arr = json_object_new_array();
+	for (uint32_t i = 0; i < r->n_clients; i++) {
+		const struct moe_sim_client *x = &r->c[i];
+		struct moe_sim_clients_config one = cfg;
+		struct json_object *e = json_object_new_object();
+		double vs;
+
+		/* The same client alone with its share of the bank. */
+		one.n_clients = 1;
+		one.offsets = &x->offset;
+		one.n_slots = cfg.n_slots / cfg.n_clients ? cfg.n_slots / cfg.n_clients : 1;
+		one.prefill_client = 0;
+		if (i != cfg.prefill_client)
+			one.prefill_at = MOE_SIM_NO_PREFILL;
+		one.no_cpu_client = i == cfg.no_cpu_client ? 0 : MOE_SIM_NO_CLIENT;
+		ret = run_clients(&v, &one, alone);
+		if (ret) {
+			json_object_put(e);
+			json_object_put(arr);
+			goto out;
+		}
+		vs = alone->c[0].modeled_speed > 0 ? x->modeled_speed / alone->c[0].modeled_speed
+						   : 0;
+		if (vs < worst)
+			worst = vs;
+		json_add_u64(e, "client", i);
+		json_add_u64(e, "offset", x->offset);
+		json_add_u64(e, "tokens", x->tokens);
+		json_add_u64(e, "accesses", x->accesses);
+		json_add_u64(e, "hits", x->hits);
+		json_add_double(e, "hit_rate", x->hit_rate);
+		json_add_double(e, "modeled_speed", x->modeled_speed);
+		json_add_u64(e, "copies", x->copies);
+		json_add_double(e, "bytes_copied", x->bytes_copied);
+		json_add_u64(e, "cpu_experts", x->cpu_experts);
+		json_add_u64(e, "bypassed", x->bypassed);
+		json_add_double(e, "us_per_token", x->tokens ? x->total_us / x->tokens : 0);
+		json_add_double(e, "alone_share_speed", alone->c[0].modeled_speed);
+		json_add_double(e, "speed_vs_alone_share", vs);
+		if (cfg.prefill_at != MOE_SIM_NO_PREFILL) {
+			double base = plain->c[i].modeled_speed;
+			double cost = base > 0 ? 1.0 - x->modeled_speed / base : 0;
+
+			json_add_double(e, "speed_without_prefill", base);
+			json_add_double(e, "hit_rate_without_prefill", plain->c[i].hit_rate);
+			json_add_double(e, "prefill_cost", cost);
+			if (i != cfg.prefill_client && cost > cost_max)
+				cost_max = cost;
+		}
+		json_object_array_add(arr, e);
+	}
+	json_object_object_add(o, "per_client", arr);
+	json_add_double(o, "jain", r->jain);
+	json_add_double(o, "worst_speed_vs_alone_share", worst);
+	if (cfg.prefill_at != MOE_SIM_NO_PREFILL)
+		json_add_double(o, "prefill_cost_to_others_max", cost_max);
+	json_add_u64(o, "evictions", r->evictions);
+	json_add_double(o, "link_utilisation", r->link_utilisation);
+	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+out:
+	json_object_put(o);
+	moe_trace_view_free(&v);
+	moe_profile_free(&profile);
+	moe_trace_free(t);
+	free(r);
+	return ret;
 }
 
 /* A lower tier's default time per expert: its weights read at a gfx1030-class 500 GB/s. */
@@ -1179,7 +1445,24 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moecache-trace sim: --placement and --tier-us go with --tiers\n");
 		return 2;
 	}
-	if (!strcmp(cmd, "sim") && c.n_tiers)
+	if (!c.n_clients && (c.scheduler_set || c.prefill_at != MOE_SIM_NO_PREFILL ||
+			     c.prefill_tokens_set || c.prefill_client_set)) {
+		fprintf(stderr, "moecache-trace: --scheduler and the --prefill-* flags go with "
+				"sim --clients\n");
+		return 2;
+	}
+	if (c.n_clients && (strcmp(cmd, "sim") || c.n_tiers)) {
+		fprintf(stderr, "moecache-trace: --clients goes with sim, not with --tiers\n");
+		return 2;
+	}
+	if ((c.prefill_tokens_set || c.prefill_client_set) && c.prefill_at == MOE_SIM_NO_PREFILL) {
+		fprintf(stderr, "moecache-trace: --prefill-tokens and --prefill-client go with "
+				"--prefill-at\n");
+		return 2;
+	}
+	if (!strcmp(cmd, "sim") && c.n_clients)
+		ret = cmd_sim_clients(&c);
+	else if (!strcmp(cmd, "sim") && c.n_tiers)
 		ret = cmd_sim_tiers(&c);
 	else if (!strcmp(cmd, "sim"))
 		ret = cmd_sim(&c);

@@ -536,3 +536,83 @@ Test(cli, basic_sim_per_layer_splits_the_slots,
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect_not_null(strstr(r.out, "\"hits\":8,"), "%s", r.out);
 }
+
+Test(cli, basic_sim_clients_prints_each_client,
+     .description = "sim --clients prints one entry per client, the Jain index and the "
+		    "comparison with each client alone")
+{
+	const char *const args[] = {"sim",	 "--trace", "TRACE",	"--slots", "2",
+				    "--clients", "2",	    "--timing", NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "\"per_client\""), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"offset\":2"), "client 1 starts half way: %s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"jain\""), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"worst_speed_vs_alone_share\""), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"scheduler\":\"fair\""), "%s", r.out);
+}
+
+Test(cli, basic_sim_clients_flags_take_effect,
+     .description = "--scheduler, --prefill-at/--prefill-tokens and --no-cpu-client reach the "
+		    "run and its output")
+{
+	const char *const args[] = {"sim",
+				    "--trace",
+				    "TRACE",
+				    "--slots",
+				    "2",
+				    "--clients",
+				    "2",
+				    "--timing",
+				    "--scheduler",
+				    "fifo",
+				    "--prefill-at",
+				    "1",
+				    "--prefill-tokens",
+				    "2",
+				    "--no-cpu-client",
+				    "1",
+				    NULL};
+	struct run r;
+
+	run_tool(&r, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "\"scheduler\":\"fifo\""), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"speed_without_prefill\""), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"prefill_cost_to_others_max\""), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "\"no_cpu_client\":1"), "%s", r.out);
+}
+
+Test(cli, bad_input_clients,
+     .description = "bad --clients values and the multi-client flags without --clients are "
+		    "errors with a reason")
+{
+	static const char *const bad[][6] = {
+	    {"--clients", "0", "--timing", NULL},
+	    {"--clients", "65", "--timing", NULL},
+	    {"--clients", "2", NULL},
+	    {"--scheduler", "fair", NULL},
+	    {"--clients", "2", "--timing", "--scheduler", "round-robin", NULL},
+	    {"--prefill-at", "0", NULL},
+	    {"--clients", "2", "--timing", "--prefill-tokens", "3", NULL},
+	    {"--clients", "2", "--timing", "--prefill-at", "99", NULL},
+	    {"--clients", "2", "--timing", "--no-cpu-client", "2", NULL},
+	    {"--clients", "2", "--timing", "--tiers", "0.1", NULL},
+	};
+
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *args[12] = {"sim", "--trace", "TRACE", "--slots", "2"};
+		unsigned int n = 5;
+		struct run r;
+
+		for (unsigned int j = 0; j < 6 && bad[i][j]; j++)
+			args[n++] = bad[i][j];
+		args[n] = NULL;
+		run_tool(&r, args);
+		cr_expect_neq(r.status, 0, "case %u (%s %s): %d", i, bad[i][0], bad[i][1],
+			      r.status);
+		cr_expect_neq(r.err[0], '\0', "no reason for case %u", i);
+	}
+}

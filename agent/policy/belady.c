@@ -59,6 +59,7 @@ static int belady_victim(struct moe_policy *p, uint32_t id, bool prefetch,
 
 const struct moe_policy_ops moe_policy_belady_ops = {
     .name = "belady",
+    .reads_future = true,
     .init = belady_init,
     .access = belady_access,
     .inserted = belady_inserted,

@@ -46,6 +46,18 @@ static const struct moe_policy_ops *moe_policy_lookup(const char *name)
 	return NULL;
 }
 
+bool moe_policy_exists(const char *name)
+{
+	return moe_policy_lookup(name) != NULL;
+}
+
+bool moe_policy_reads_future(const char *name)
+{
+	const struct moe_policy_ops *ops = moe_policy_lookup(name);
+
+	return ops && ops->reads_future;
+}
+
 static void moe_policy_free_common(struct moe_policy *p)
 {
 	free(p->slot_id);

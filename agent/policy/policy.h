@@ -80,6 +80,13 @@ void moe_policy_destroy(struct moe_policy *p);
 const char *moe_policy_name(const struct moe_policy *p);
 /* NULL-terminated list of the names moe_policy_create accepts, "default" last. */
 const char *const *moe_policy_names(void);
+/* Whether name (NULL: the default) is one moe_policy_create accepts. */
+bool moe_policy_exists(const char *name);
+/*
+ * Whether the policy reads the future (a struct moe_future: belady,
+ * lookahead): the simulator's oracles, which an agent cannot run.
+ */
+bool moe_policy_reads_future(const char *name);
 
 /*
  * A demand access to (layer, expert) at logical time step (non-decreasing;

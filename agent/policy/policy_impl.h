@@ -13,6 +13,7 @@
 
 struct moe_policy_ops {
 	const char *name;
+	bool reads_future; /* needs moe_policy_config.future: simulation only */
 	/* Sets up p->priv; the common state is ready. Returns 0 or -errno. */
 	int (*init)(struct moe_policy *p, const struct moe_policy_config *cfg);
 	void (*fini)(struct moe_policy *p);

@@ -620,6 +620,7 @@ const struct moe_policy_ops moe_policy_revisit_ops = {
 
 const struct moe_policy_ops moe_policy_lookahead_ops = {
     .name = "lookahead",
+    .reads_future = true,
     .init = lookahead_init,
     .fini = reuse_fini,
     .access = reuse_access,

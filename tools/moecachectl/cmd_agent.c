@@ -23,6 +23,7 @@
 #include <json-c/json.h>
 #include <libmoecache.h>
 
+#include "agent/policy/policy.h"
 #include "agent/policy/profile.h"
 #include "ckpt.h"
 #include "ctl.h"
@@ -481,18 +482,10 @@ int ctl_cmd_profile(struct ctl *ctl, int argc, char **argv)
 
 /* ---- policy ---- */
 
-/*
- * The policies moecached runs live (agent/policy/policy.h); belady and
- * lookahead read the future and run in the simulator only.
- */
-static const char *const live_policies[] = {"default", "lru",	  "lfu",  "ema",    "arc",
-					    "reuse",   "revisit", "duel", "static", "lrfu"};
-
 int ctl_cmd_policy(struct ctl *ctl, int argc, char **argv)
 {
 	struct ctl_pool p;
 	char *text, *path;
-	size_t i;
 	int ret;
 
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
@@ -502,10 +495,8 @@ int ctl_cmd_policy(struct ctl *ctl, int argc, char **argv)
 	}
 	if (argc != 4 || strcmp(argv[1], "set"))
 		return ctl_usage_fail("policy", "usage: policy set NAME POLICY");
-	for (i = 0; i < sizeof(live_policies) / sizeof(live_policies[0]); i++)
-		if (!strcmp(argv[3], live_policies[i]))
-			break;
-	if (i == sizeof(live_policies) / sizeof(live_policies[0]))
+	/* What moecached can run: libmoepolicy's names but the simulator's oracles. */
+	if (!moe_policy_exists(argv[3]) || moe_policy_reads_future(argv[3]))
 		return ctl_usage_fail("policy", "unknown policy '%s'", argv[3]);
 	ret = pool_lookup(argv[2], &p);
 	if (ret)

@@ -400,7 +400,7 @@ static int mc_check(const struct moe_trace_view *v, const struct moe_sim_clients
 		return -EINVAL;
 	if (cfg->no_cpu_client != MOE_SIM_NO_CLIENT && cfg->no_cpu_client >= cfg->n_clients)
 		return -EINVAL;
-	if (cfg->policy && (!strcmp(cfg->policy, "belady") || !strcmp(cfg->policy, "lookahead")))
+	if (moe_policy_reads_future(cfg->policy))
 		return -EOPNOTSUPP;
 	return 0;
 }

@@ -292,8 +292,7 @@ static int sim_setup(struct sim *s, const struct moe_sim_config *cfg,
 	for (uint32_t i = 0; i < s->n_ids; i++)
 		s->id_slot[i] = SIM_NONE;
 	/* The policies that read the future. */
-	oracle =
-	    cfg->policy && (!strcmp(cfg->policy, "belady") || !strcmp(cfg->policy, "lookahead"));
+	oracle = moe_policy_reads_future(cfg->policy);
 	if (oracle) {
 		err = sim_build_future(s);
 		if (err)

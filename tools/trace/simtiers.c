@@ -153,7 +153,7 @@ int moe_sim_run_tiers(const struct moe_trace_view *v, const struct moe_sim_tiers
 
 	if (!v || !v->trace || !cfg || !out || !cfg->n_tiers || cfg->n_tiers > AGENT_TIERS_MAX)
 		return -EINVAL;
-	if (cfg->policy && (!strcmp(cfg->policy, "belady") || !strcmp(cfg->policy, "lookahead")))
+	if (moe_policy_reads_future(cfg->policy))
 		return -EOPNOTSUPP;
 	if (cfg->timing &&
 	    (!(cfg->timing->layer_us >= 0) || !(cfg->tier_us >= 0) || !isfinite(cfg->tier_us) ||

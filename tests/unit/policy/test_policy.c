@@ -87,6 +87,30 @@ Test(policy, bad_input_unknown_name,
 	cr_assert_null(p);
 }
 
+Test(policy, basic_reads_future_exactly_the_oracles,
+     .description = "reads_future holds for a listed policy iff it cannot run without a future")
+{
+	const struct moe_expert_id ranked[] = {{0, 1}};
+	const struct moe_profile profile = {.n = 1, .ranked = (struct moe_expert_id *)ranked};
+	const struct moe_policy_config cfg = {
+	    .n_layers = 2, .n_local = 4, .n_slots = 3, .profile = &profile};
+	unsigned int n_oracles = 0;
+
+	for (const char *const *name = moe_policy_names(); *name; name++) {
+		struct moe_policy *p = NULL;
+		int ret = moe_policy_create(*name, &cfg, &p);
+
+		cr_assert(moe_policy_exists(*name), "%s", *name);
+		cr_assert_eq(moe_policy_reads_future(*name), ret == -EINVAL, "%s: %d", *name, ret);
+		n_oracles += moe_policy_reads_future(*name);
+		moe_policy_destroy(p);
+	}
+	cr_assert_eq(n_oracles, 2, "belady and lookahead");
+	cr_assert(moe_policy_exists(NULL), "NULL is the default");
+	cr_assert_not(moe_policy_exists("no-such-policy"));
+	cr_assert_not(moe_policy_reads_future("no-such-policy"));
+}
+
 Test(policy, bad_input_zero_sizes, .description = "zero layers, experts or slots is -EINVAL")
 {
 	struct moe_policy_config cfg = {.n_layers = 1, .n_local = 4, .n_slots = 2};

@@ -49,14 +49,23 @@ $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CFLAGS_$(firstword $(subst /, ,$*))) -c $< -o $@
 
+# The host's Debian release and the package names that differ between the
+# releases moecache supports: one table, tools/releases (12 and 13).
+DEBIAN_RELEASE := $(shell . /etc/os-release 2>/dev/null; echo $${VERSION_CODENAME:-unknown})
+release_field = $(shell awk -v r='$(DEBIAN_RELEASE)' '!/^\#/ && $$1 == r { print $$$(1); exit }' \
+	tools/releases)
+# The release's kernel source (checkpatch, the debug kernels).
+DEB_KERNEL_SOURCE := $(call release_field,4)
+
 # Debian packages the build, the tests and the VM harness need; the fragments
 # add theirs to DEB_PACKAGES.
 DEB_PACKAGES_BASE := build-essential linux-headers-amd64 qemu-system-x86 busybox-static cpio \
-	kmod pkg-config sparse linux-source-6.1 xz-utils libcriterion-dev libjson-c-dev \
+	kmod pkg-config sparse $(DEB_KERNEL_SOURCE) xz-utils libcriterion-dev libjson-c-dev \
 	libnl-genl-3-dev libdrm-dev libhsakmt-dev ca-certificates git
 
 .PHONY: deps
 deps:
+	$(if $(DEB_KERNEL_SOURCE),,$(error Debian release '$(DEBIAN_RELEASE)' is not one of tools/releases))
 	@tools/deps.sh $(sort $(DEB_PACKAGES_BASE) $(DEB_PACKAGES))
 
 # deps first, then a fresh make (pkg-config answers change once the packages

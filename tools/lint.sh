@@ -37,8 +37,9 @@ kbuild_check()
 	fi
 }
 
-# Debian 12's kernel (the installed headers) and 6.12 (bookworm-backports,
-# fetched by tools/kernels/kernel), each with W=1 and sparse.
+# Debian 12's kernel and Debian 13's (6.12), one of them the host's own
+# (installed headers), the other fetched by tools/kernels/kernel, each with
+# W=1 and sparse.
 # LINT_KERNELS="6.1 6.12 latest" adds the newest kernel (docs/kernels.md).
 for kernel in ${LINT_KERNELS:-6.1 6.12}; do
 	kbuild_check MOECACHE_KERNEL="$kernel" module-w1
@@ -51,13 +52,14 @@ for kernel in ${LINT_KERNELS:-6.1 6.12}; do
 done
 
 # checkpatch from the newest kernel's scripts (the linux-source package of
-# the newest Debian kernel, fetched once into the cache); Debian 12's
-# linux-source-6.1 when that cannot be fetched (no network).
+# the newest Debian kernel, fetched once into the cache); the host
+# release's installed linux-source-X.Y (tools/releases) when that cannot be
+# fetched (no network).
 checkpatch_script()
 {
 	tools/kernels/kernel checkpatch latest && return
-	echo "lint: note: no checkpatch of the newest kernel; using Debian 12's" >&2
-	tools/kernels/kernel checkpatch 6.1
+	echo "lint: note: no checkpatch of the newest kernel; using the host release's" >&2
+	MOECACHE_KERNEL= tools/kernels/kernel checkpatch
 }
 
 if checkpatch=$(checkpatch_script 2>"$log"); then

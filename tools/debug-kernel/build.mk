@@ -2,7 +2,7 @@
 # fuzzer, fault injection, the ordering stress and the kill -9 soak on them:
 # the KASAN flavour (KASAN, lockdep, kmemleak, UBSAN, fault injection, KCOV)
 # and the KCSAN flavour (the data-race detector). See docs/reliability.md.
-DEB_PACKAGES += linux-source-6.1 bc bison flex libelf-dev libssl-dev dwarves python3 xz-utils cpio \
+DEB_PACKAGES += $(DEB_KERNEL_SOURCE) bc bison flex libelf-dev libssl-dev dwarves python3 xz-utils cpio \
 	libcriterion-dev
 
 # Builds the kernel of a flavour (DEBUG_FLAVOUR, default kasan) into the

@@ -7,11 +7,14 @@
 # compiler than the host has. docs/kernels.md describes it.
 #
 # A kernel is named by a series, as MOECACHE_KERNEL takes it:
-#   6.1     Debian 12's kernel: the installed linux-headers-6.1.*-amd64
-#   6.12    the newest 6.12 Debian ships (bookworm-backports)
+#   6.1     Debian 12's kernel: the installed linux-headers-6.1.*-amd64 on
+#           Debian 12, bookworm's from the private sources on Debian 13
+#   6.12    Debian 13's kernel: installed on Debian 13, the newest of
+#           bookworm-backports on Debian 12
 #   latest  the newest kernel Debian ships (sid)
 #   X.Y     any other series in the private sources
-# or by a Debian kernel release (6.12.95+deb12-amd64), taken as it is.
+# or by a Debian kernel release (6.12.95+deb12-amd64), taken as it is. The
+# private sources are the host release's kernel-suites in tools/releases.
 
 kernels_die()
 {
@@ -49,9 +52,34 @@ kernels_apt_dir()
 	echo "$(kernels_cache_dir)/apt"
 }
 
+# The host's Debian release (its codename), and a field of its line in
+# tools/releases (2: version, 3: series, 4: source, 5: kernel suites). A
+# release the table does not know is an error, said once by name.
+kernels_host_release()
+{
+	(
+		# shellcheck disable=SC1091
+		. /etc/os-release 2>/dev/null || true
+		echo "${VERSION_CODENAME:-unknown}"
+	)
+}
+
+kernels_release_field()
+{
+	local release=$1 field=$2 value
+	value=$(awk -v r="$release" -v f="$field" '!/^#/ && $1 == r { print $f; exit }' \
+		"$(dirname "${BASH_SOURCE[0]}")/../releases")
+	[ -n "$value" ] || kernels_die "Debian release '$release' is not one of tools/releases"
+	echo "$value"
+}
+
 kernels_suites()
 {
-	echo "${MOECACHE_KERNELS_SUITES:-bookworm-backports sid}"
+	if [ -n "${MOECACHE_KERNELS_SUITES:-}" ]; then
+		echo "$MOECACHE_KERNELS_SUITES"
+		return
+	fi
+	kernels_release_field "$(kernels_host_release)" 5 | tr ',' ' '
 }
 
 kernels_mirror()
@@ -230,8 +258,11 @@ kernels_build_place()
 	need=$(kernels_apt_field "$kbuild" Depends | grep -Eo 'libc6 \(>= [^)]+\)' | sed 's/^libc6 (>= //; s/)$//')
 	have=$(dpkg-query -W -f='${Version}' libc6 2>/dev/null)
 	gcc=$(grep -Eo '(^|, )gcc-[0-9]+(-for-host)?' <<<"$deps" | sed 's/^, //' | head -n1)
+	# The compiler the kernel was built with must be the host's own
+	# (installed), not only a package of the host's release: Debian 13
+	# has gcc-12, but builds with gcc-14, so 6.1 builds in a bookworm chroot.
 	if { [ -z "$need" ] || dpkg --compare-versions "$have" ge "$need"; } &&
-		{ [ -z "$gcc" ] || apt-cache show "$gcc" >/dev/null 2>&1; }; then
+		{ [ -z "$gcc" ] || [ "$(dpkg-query -W -f='${Status}' "$gcc" 2>/dev/null)" = "install ok installed" ]; }; then
 		echo host
 		return
 	fi

@@ -137,16 +137,20 @@ uninstall-moecache:
 moecache-programs: $(INSTALL_SBIN) $(INSTALL_BIN) $(LIBMOECACHE_SO) $(LIBMOECACHE_A)
 
 # The five .debs in build/deb/, built from a copy of the tree with
-# dpkg-buildpackage, then lintian (fails on an error).
+# dpkg-buildpackage, then lintian (fails on an error). DIST=CODENAME
+# (tools/releases) builds them for that release in its chroot, into
+# build/deb-CODENAME/.
+DIST ?=
+DEB_OUT := $(BUILD)/deb$(if $(DIST),-$(DIST))
 .PHONY: deb
 deb:
-	tools/install/deb $(BUILD)/deb $(MOECACHE_VERSION)
+	tools/install/deb $(DEB_OUT) $(MOECACHE_VERSION) $(DIST)
 
-# The packages installed and used on a booted Debian 12 (not in `make check`:
-# README, "Install").
+# The packages installed and used on a booted Debian 12, or with DIST on the
+# release it names (not in `make check`: README, "Install").
 .PHONY: check-install
 check-install: deb
-	tools/install/check-install
+	MOECACHE_INSTALL_DIST=$(DIST) tools/install/check-install
 
 # For `make check`: install/uninstall, the exported symbols, the packages
 # and lintian (tools/install/check-packages).
